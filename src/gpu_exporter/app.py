@@ -1,0 +1,123 @@
+"""The ASGI application: ``/metrics``, ``/``, ``/healthz`` and ``/readyz`` on starlette.
+
+Handlers never call a GPU library: they read the sampler's latest snapshot. The lifespan owns
+the backend and the sampler (start, wait boundedly for the first cycle, stop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from gpu_exporter import __version__
+from gpu_exporter.backends import select
+from gpu_exporter.backends.base import Backend
+from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.config import Settings
+from gpu_exporter.exposition import choose
+from gpu_exporter.sampler import STALE_INTERVALS, Sampler
+
+log = logging.getLogger(__name__)
+
+BackendFactory = Callable[[str], tuple[Backend, str]]
+
+
+def create_app(settings: Settings, backend_factory: BackendFactory = select) -> Starlette:
+    """Build the app; the backend is created and opened only when the lifespan starts."""
+    holder: dict[str, Sampler] = {}
+
+    def sampler() -> Sampler:
+        return holder["sampler"]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        backend, reason = backend_factory(settings.backend)
+        log.info("backend %s chosen (%s)", backend.name, reason)
+        holder["sampler"] = running = Sampler(
+            backend, enabled_specs(settings.collectors), settings.collect_interval, reason
+        )
+        running.start()
+        # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
+        await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(running.stop)
+
+    async def metrics(request: Request) -> Response:
+        body, content_type, gzipped = choose(
+            sampler().snapshot.rendered,
+            request.headers.get("accept", ""),
+            request.headers.get("accept-encoding", ""),
+        )
+        headers = {"Vary": "Accept, Accept-Encoding"}
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
+        return Response(body, headers=headers, media_type=content_type)
+
+    async def healthz(_request: Request) -> Response:
+        if sampler().alive():
+            return PlainTextResponse("ok\n")
+        return PlainTextResponse("sampler is not running\n", status_code=503)
+
+    async def readyz(_request: Request) -> Response:
+        reason = not_ready_reason(sampler(), settings.collect_interval)
+        if reason:
+            return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
+        return PlainTextResponse("ready\n")
+
+    async def landing(_request: Request) -> Response:
+        return HTMLResponse(landing_page(sampler(), settings))
+
+    routes = [
+        Route(settings.telemetry_path, metrics, methods=["GET"]),
+        Route("/", landing, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def not_ready_reason(sampler: Sampler, interval: float) -> str:
+    """Empty when ready: backend up, at least one GPU, and a GPU sampled within the stale limit."""
+    snapshot = sampler.snapshot
+    stats = snapshot.stats
+    if not stats.backend_up:
+        return f"{stats.backend} backend is down ({stats.backend_reason})"
+    if not snapshot.devices:
+        return "no GPU found"
+    if snapshot.sampled_gpus == 0:
+        return f"no GPU sampled successfully in the last {STALE_INTERVALS * interval:g}s"
+    return ""
+
+
+def landing_page(sampler: Sampler, settings: Settings) -> str:
+    """A small HTML page: version, backend, GPUs and links."""
+    snapshot = sampler.snapshot
+    stats = snapshot.stats
+    rows = "".join(
+        f"<tr><td>{device.identity.index}</td><td>{html.escape(device.identity.name)}</td>"
+        f"<td><code>{html.escape(device.identity.uuid)}</code></td>"
+        f"<td>{'up' if device.up else 'LOST'}{' (stalled)' if device.stalled else ''}</td></tr>"
+        for device in snapshot.devices
+    )
+    path = html.escape(settings.telemetry_path)
+    state = "up" if stats.backend_up else f"down ({html.escape(stats.backend_reason)})"
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>gpu-exporter</title></head><body>"
+        f"<h1>gpu-exporter {html.escape(__version__)}</h1>"
+        f"<p>Backend: {html.escape(stats.backend)}, {state}. "
+        f"Driver {html.escape(snapshot.host.driver_version or 'unknown')}. "
+        f"Sampling every {settings.collect_interval:g}s.</p>"
+        f"<table><tr><th>GPU</th><th>Name</th><th>UUID</th><th>State</th></tr>{rows}</table>"
+        f"<p><a href='{path}'>Metrics</a> · <a href='/healthz'>Health</a> · <a href='/readyz'>Readiness</a></p>"
+        "</body></html>"
+    )

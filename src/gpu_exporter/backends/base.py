@@ -1,0 +1,99 @@
+"""What every backend gives the sampler, in the project's own vocabulary.
+
+Vendor errors never leave a backend: it raises :class:`BackendUnavailable` when the library or
+driver cannot be used at all and :class:`DeviceLost` when one GPU stops answering; anything that
+fails for a single value becomes an absent sample plus an error count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gpu_exporter.catalogue import MetricSpec
+
+
+class BackendUnavailable(Exception):
+    """The vendor library or driver cannot be used; ``reason`` is a short machine-readable word
+    (``library_not_found``, ``driver_not_loaded``, ...) and the message says what to do."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class DeviceLost(Exception):
+    """A GPU stopped answering (NVML_ERROR_GPU_IS_LOST or the device vanished)."""
+
+
+@dataclass(frozen=True)
+class MigIdentity:
+    """A MIG device: its parent GPU's index and the instance ids NVML reports for it."""
+
+    gpu_instance: int
+    compute_instance: int
+    profile: str
+    uuid: str
+    name: str
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    """Static facts about one physical GPU, read once at discovery. Empty string = not reported."""
+
+    index: int
+    uuid: str
+    name: str = ""
+    pci_bus_id: str = ""
+    serial: str = ""
+    vbios_version: str = ""
+    board_part_number: str = ""
+    minor_number: str = ""
+    mig_mode: str = ""
+    migs: tuple[MigIdentity, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostIdentity:
+    """Facts about the driver stack, read once per backend open."""
+
+    driver_version: str = ""
+    cuda_version: str = ""
+    nvml_version: str = ""
+
+
+@dataclass
+class DeviceReading:
+    """One device's values from one sampling pass, in base units, keyed by metric name.
+
+    A metric missing from ``values`` had no sample (unsupported, failed or skipped): absence is
+    never written as 0. ``errors`` counts failed vendor calls by kind for self-metrics.
+    """
+
+    values: dict[str, float] = field(default_factory=dict)
+    mig_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """A source of GPU samples. Methods run on sampler threads, never on the event loop."""
+
+    name: str
+
+    def open(self) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
+        """Initialise the vendor library and discover GPUs; raises BackendUnavailable."""
+
+    def read(self, device: DeviceIdentity, specs: Sequence[MetricSpec], cycle: int) -> DeviceReading:
+        """Read every spec for one device (and its MIG devices); raises DeviceLost."""
+
+    def close(self) -> None:
+        """Release the vendor library; safe to call when not open."""
+
+
+def count_error(errors: dict[str, int], kind: str) -> None:
+    """Add one failed call of ``kind`` to a reading's error counts."""
+    errors[kind] = errors.get(kind, 0) + 1
+
+
+Values = Mapping[str, float]

@@ -1,0 +1,227 @@
+"""Settings: flags, environment and YAML file merged into one frozen :class:`Settings`.
+
+Precedence is flag > environment (``GPU_EXPORTER_…``) > ``--config.file`` > default. Every
+option is one row of :data:`OPTIONS`, which also generates the flags, the environment names, the
+allowed YAML keys and the README's flag table. Any bad value raises :class:`ConfigError` whose
+message names the setting, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpu_exporter.catalogue import COLLECTORS
+
+_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 3600.0
+
+
+class ConfigError(ValueError):
+    """A setting has a value that cannot be used; the message is the whole one-line explanation."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the exporter is configured with. Durations are seconds."""
+
+    listen_address: str = ":9400"
+    telemetry_path: str = "/metrics"
+    collect_interval: float = 1.0
+    backend: str = "auto"
+    collectors: frozenset[str] = frozenset(COLLECTORS)
+    log_level: str = "info"
+    log_format: str = "text"
+    config_file: str = ""
+
+    @property
+    def host(self) -> str:
+        """Address to bind; empty in the listen address means every interface."""
+        host = self.listen_address.rpartition(":")[0].strip("[]")
+        return host or "0.0.0.0"
+
+    @property
+    def port(self) -> int:
+        """TCP port to bind."""
+        return int(self.listen_address.rpartition(":")[2])
+
+
+def parse_duration(value: str) -> float:
+    """``1s``, ``500ms``, ``2m``, ``1h`` or a bare number of seconds → seconds."""
+    match = _DURATION.match(value.strip())
+    if not match:
+        raise ValueError("a duration such as 1s, 500ms, 2m or a number of seconds")
+    seconds = float(match["number"]) * _DURATION_UNITS[match["unit"] or "s"]
+    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+        raise ValueError(f"a duration from {MIN_INTERVAL:g}s to {MAX_INTERVAL:g}s")
+    return seconds
+
+
+def _listen_address(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("HOST:PORT or :PORT with a port from 1 to 65535, e.g. :9400 or 127.0.0.1:9400")
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        raise ValueError("an IPv6 host in brackets, e.g. [::1]:9400")
+    return value
+
+
+def _telemetry_path(value: str) -> str:
+    if not value.startswith("/") or value in ("/", "/healthz", "/readyz") or " " in value:
+        raise ValueError("a path starting with / other than /, /healthz and /readyz, e.g. /metrics")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.lower() not in allowed:
+            raise ValueError("one of " + ", ".join(allowed))
+        return value.lower()
+
+    return parse
+
+
+def _backend(value: str) -> str:
+    backend = _choice("auto", "dcgm", "nvml")(value)
+    if backend == "dcgm":
+        raise ValueError("auto or nvml: the DCGM backend is not part of this build yet")
+    return backend
+
+
+def _boolean(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("true or false")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, Settings field, YAML path, parser, and help for --help and the README."""
+
+    flag: str
+    field: str
+    yaml_path: tuple[str, ...]
+    parse: Callable[[str], Any]
+    help: str
+    metavar: str
+
+    @property
+    def env(self) -> str:
+        """Environment variable: GPU_EXPORTER_ + the flag upper-cased, dots and dashes as _."""
+        return "GPU_EXPORTER_" + re.sub(r"[.-]", "_", self.flag.removeprefix("--")).upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--web.listen-address", "listen_address", ("web", "listen-address"), _listen_address,
+           "Address to serve HTTP on (default :9400, every interface).", "HOST:PORT"),
+    Option("--web.telemetry-path", "telemetry_path", ("web", "telemetry-path"), _telemetry_path,
+           "Path of the metrics endpoint (default /metrics).", "PATH"),
+    Option("--collect-interval", "collect_interval", ("collect-interval",), parse_duration,
+           "Time between sampling cycles, 100ms to 1h (default 1s).", "DURATION"),
+    Option("--backend", "backend", ("backend",), _backend,
+           "GPU library: auto or nvml (default auto, which means NVML until the DCGM backend lands).", "NAME"),
+    Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
+           "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
+    Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),
+           "Log line format: text or json (default text).", "FORMAT"),
+)  # fmt: skip
+CONFIG_FILE_FLAG = "--config.file"
+CONFIG_FILE_ENV = "GPU_EXPORTER_CONFIG_FILE"
+
+
+def collector_env(name: str) -> str:
+    """Environment variable enabling (true) or disabling (false) one collector."""
+    return f"GPU_EXPORTER_COLLECTOR_{name.upper()}"
+
+
+def _parse(option_name: str, value: object, parse: Callable[[str], Any]) -> Any:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    try:
+        return parse(text)
+    except ValueError as err:
+        raise ConfigError(f"{option_name}={text!r} is not allowed: use {err}") from None
+
+
+def _load_file(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(
+            f"{CONFIG_FILE_FLAG}={path!r} cannot be read: {err.strerror}; give a readable YAML file"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{CONFIG_FILE_FLAG}={path!r}: {problem}{where}; fix the YAML syntax") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{CONFIG_FILE_FLAG}={path!r}: the top level must be a mapping of settings")
+    return _flatten(path, data)
+
+
+def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """YAML mapping → {"web.listen-address": value, "collectors.pcie": value, ...}, unknown keys rejected."""
+    allowed = {".".join(option.yaml_path) for option in OPTIONS} | {f"collectors.{name}" for name in COLLECTORS}
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Mapping[str, Any]) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(dotted + ".", value)
+            elif dotted in allowed:
+                flat[dotted] = value
+            else:
+                raise ConfigError(
+                    f"{CONFIG_FILE_FLAG}={path!r}: unknown key {dotted!r}; allowed keys: {', '.join(sorted(allowed))}"
+                )
+
+    walk("", data)
+    return flat
+
+
+def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], env: Mapping[str, str]) -> Settings:
+    """Merge flag values (by Settings field; None = not given), collector flags, environment and file."""
+    config_file = flags.get("config_file") or env.get(CONFIG_FILE_ENV, "")
+    from_file = _load_file(config_file) if config_file else {}
+    values: dict[str, Any] = {"config_file": config_file}
+    for option in OPTIONS:
+        yaml_key = ".".join(option.yaml_path)
+        flag_value = flags.get(option.field)
+        if flag_value is not None:
+            values[option.field] = _parse(option.flag, flag_value, option.parse)
+        elif option.env in env:
+            values[option.field] = _parse(option.env, env[option.env], option.parse)
+        elif yaml_key in from_file:
+            values[option.field] = _parse(f"{config_file}: {yaml_key}", from_file[yaml_key], option.parse)
+    enabled = set(COLLECTORS)
+    for name in COLLECTORS:
+        file_key = f"collectors.{name}"
+        if name in collector_flags:
+            on = collector_flags[name]
+        elif collector_env(name) in env:
+            on = _parse(collector_env(name), env[collector_env(name)], _boolean)
+        elif file_key in from_file:
+            on = _parse(f"{config_file}: {file_key}", from_file[file_key], _boolean)
+        else:
+            continue
+        if on:
+            enabled.add(name)
+        else:
+            enabled.discard(name)
+    values["collectors"] = frozenset(enabled)
+    return Settings(**values)

@@ -1,0 +1,244 @@
+"""The background sampler: one cycle per interval, each publishing an immutable Snapshot.
+
+A cycle triggers every idle per-GPU worker, waits a bounded time, and assembles what came back.
+State carried between cycles is owned here and nowhere else: the busy-time integrators, the last
+values of slow-cadence metrics, error totals and the backend's open/retry state.
+
+Freshness rule: a GPU's values are served only if its last read finished within
+``STALE_INTERVALS`` intervals (``every + 2`` intervals for slow-cadence metrics); older values are
+dropped rather than shown as current, and ``gpu_exporter_device_stalled`` says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gpu_exporter import __version__
+from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity
+from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.exposition import render
+from gpu_exporter.families import device_families, self_families
+from gpu_exporter.snapshot import DeviceView, SelfStats, Snapshot
+from gpu_exporter.worker import DeviceWorker, Result
+
+log = logging.getLogger(__name__)
+
+STALE_INTERVALS = 3
+#: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
+WAIT_FRACTION = 0.8
+_BACKOFF_MAX_SECONDS = 60.0
+_UTILIZATION = "gpu_utilization_ratio"
+_BUSY = "gpu_utilization_seconds_total"
+
+
+@dataclass
+class _DeviceState:
+    """What the sampler remembers about one GPU between cycles."""
+
+    worker: DeviceWorker
+    busy_seconds: float | None = None
+    integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
+    slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # name → (value, finished_at)
+    seen: Result | None = None
+
+
+class Sampler:
+    """Owns the backend and the per-GPU workers; :attr:`snapshot` is always the latest cycle."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        specs: Sequence[MetricSpec],
+        interval: float,
+        backend_reason: str = "selected",
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._backend = backend
+        self._specs = tuple(specs)
+        self._slow = {spec.name: spec.every for spec in specs if spec.every > 1}
+        self._interval = interval
+        self._backend_reason = backend_reason
+        self._clock = clock
+        self._wall = wall_clock
+        self._done = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._states: dict[int, _DeviceState] = {}
+        self._host = HostIdentity()
+        self._open = False
+        self._down_reason = "starting"
+        self._next_open_at = 0.0
+        self._backoff = 1.0
+        self._cycle = 0
+        self._errors: dict[str, int] = {}
+        self._last_success: float | None = None
+        self.heartbeat = clock()
+        self.first_cycle_done = threading.Event()
+        self.snapshot = self._build(cycle_seconds=None, devices=())
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Run cycles on a daemon thread until :meth:`stop`."""
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and the workers, then close the backend (workers stuck in a call are abandoned)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for state in self._states.values():
+            state.worker.stop()
+        self._backend.close()
+
+    def alive(self) -> bool:
+        """True while the cycle thread runs and has ticked recently (for /healthz)."""
+        running = self._thread is not None and self._thread.is_alive()
+        return running and self._clock() - self.heartbeat <= STALE_INTERVALS * self._interval + 5.0
+
+    def _loop(self) -> None:
+        next_tick = self._clock()
+        while not self._stop.is_set():
+            try:
+                self.run_cycle()
+            except Exception:
+                log.exception("sampling cycle failed")
+            self.first_cycle_done.set()
+            next_tick += self._interval
+            now = self._clock()
+            if next_tick < now:  # a slow cycle: skip the missed ticks instead of bursting
+                next_tick = now + self._interval
+            self._stop.wait(next_tick - now)
+
+    # one cycle -------------------------------------------------------------------------------
+    def run_cycle(self) -> Snapshot:
+        """Sample once and publish the snapshot (also used by tests to step synchronously)."""
+        started = self._clock()
+        self.heartbeat = started
+        if not self._open:
+            self._try_open(started)
+        cycle = self._cycle
+        self._cycle += 1
+        triggered = [state for state in self._states.values() if state.worker.trigger(cycle)]
+        deadline = started + WAIT_FRACTION * self._interval
+        with self._done:
+            self._done.wait_for(
+                lambda: all(state.worker.busy_since is None for state in triggered),
+                timeout=max(0.0, deadline - self._clock()),
+            )
+        now = self._clock()
+        views = tuple(self._view(state, now) for state in self._states.values())
+        if any(view.up and view.values for view in views):
+            self._last_success = self._wall()
+        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views)
+        self.snapshot = snapshot  # the single reference swap scrapes read
+        return snapshot
+
+    def _try_open(self, now: float) -> None:
+        if now < self._next_open_at:
+            return
+        try:
+            host, devices = self._backend.open()
+        except BackendUnavailable as err:
+            if err.reason != self._down_reason:
+                log.error("%s backend unavailable: %s (retrying with backoff)", self._backend.name, err)
+            self._down_reason = err.reason
+            self._next_open_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, _BACKOFF_MAX_SECONDS)
+            return
+        self._open, self._host, self._backoff = True, host, 1.0
+        self._states = {
+            device.index: _DeviceState(DeviceWorker(self._backend, device, self._specs, self._done, self._clock))
+            for device in devices
+        }
+        log.info(
+            "%s backend ready: driver %s, %d GPU(s): %s",
+            self._backend.name,
+            host.driver_version or "?",
+            len(devices),
+            ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
+        )
+
+    def _view(self, state: _DeviceState, now: float) -> DeviceView:
+        worker = state.worker
+        result = worker.result
+        stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
+        if result is None:
+            return DeviceView(worker.device, up=True, values={}, stalled=stalled)
+        new = result is not state.seen
+        state.seen = result
+        if result.reading is None:
+            state.busy_seconds = state.integrated_at = None  # a lost GPU's busy time restarts with it
+            state.slow.clear()
+            return DeviceView(worker.device, up=False, values={}, stalled=stalled, read_seconds=result.seconds)
+        if new:
+            for kind, count in result.reading.errors.items():
+                self._errors[kind] = self._errors.get(kind, 0) + count
+        values = self._fresh_values(state, result, now, new)
+        fresh = now - result.finished_at <= STALE_INTERVALS * self._interval
+        mig_values = result.reading.mig_values if fresh else {}
+        return DeviceView(
+            worker.device,
+            up=True,
+            values=values,
+            mig_values=mig_values,
+            stalled=stalled,
+            read_seconds=result.seconds,
+        )
+
+    def _fresh_values(self, state: _DeviceState, result: Result, now: float, new: bool) -> dict[str, float]:
+        reading = result.reading
+        assert reading is not None
+        if new:
+            for name, every in self._slow.items():
+                if result.cycle % every == 0:  # due in that read: take its value, or its absence
+                    if name in reading.values:
+                        state.slow[name] = (reading.values[name], result.finished_at)
+                    else:
+                        state.slow.pop(name, None)
+            self._integrate(state, reading.values.get(_UTILIZATION), result.finished_at)
+        values: dict[str, float] = {}
+        if now - result.finished_at <= STALE_INTERVALS * self._interval:
+            values = {name: value for name, value in reading.values.items() if name not in self._slow}
+            if state.busy_seconds is not None and any(spec.name == _BUSY for spec in self._specs):
+                values[_BUSY] = state.busy_seconds
+        for name, (value, at) in state.slow.items():
+            if now - at <= (self._slow[name] + 2) * self._interval:
+                values[name] = value
+        return values
+
+    def _integrate(self, state: _DeviceState, utilization: float | None, at: float) -> None:
+        """Busy seconds += utilization × time since the previous read (capped at the stale limit,
+        so a GPU that was unreachable for minutes is not credited with guessed busy time)."""
+        if utilization is None:
+            return
+        if state.busy_seconds is None or state.integrated_at is None:
+            state.busy_seconds = 0.0
+        else:
+            elapsed = min(at - state.integrated_at, STALE_INTERVALS * self._interval)
+            state.busy_seconds += utilization * max(0.0, elapsed)
+        state.integrated_at = at
+
+    def _build(self, cycle_seconds: float | None, devices: Sequence[DeviceView]) -> Snapshot:
+        stats = SelfStats(
+            version=__version__,
+            backend=self._backend.name,
+            backend_up=self._open,
+            backend_reason=self._backend_reason if self._open else self._down_reason,
+            interval_seconds=self._interval,
+            cycle_seconds=cycle_seconds,
+            last_success_timestamp=self._last_success,
+            errors=dict(self._errors),
+        )
+        families = [*device_families(self._specs, self._host, devices), *self_families(stats, devices)]
+        return Snapshot(self._clock(), self._host, tuple(devices), stats, render(families))
+
+    @property
+    def devices(self) -> tuple[DeviceIdentity, ...]:
+        """GPUs the backend discovered."""
+        return tuple(state.worker.device for state in self._states.values())

@@ -9,6 +9,7 @@ README's metric table and the tests all read this table; nothing else names a me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 Kind = Literal["gauge", "counter"]
@@ -48,8 +49,10 @@ UNIT_SUFFIXES: tuple[str, ...] = (
     "_info",
 )
 
-KIB = 1024.0
-MIB = 1024.0 * 1024.0
+# Scale factors are exact fractions so that 612345 mW becomes 612.345 W, not 612.3450000000001.
+ONE = Fraction(1)
+KIB = Fraction(1024)
+MIB = Fraction(1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class NvmlSource:
 
     call: str
     selector: str = ""
-    scale: float = 1.0
+    scale: Fraction = ONE
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class DcgmSource:
     releases, numbers do not) and the factor from DCGM's unit to the base unit."""
 
     field_id: int
-    scale: float = 1.0
+    scale: Fraction = ONE
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class MetricSpec:
     nvml: NvmlSource | None
     dcgm: DcgmSource | None
     compat_name: str | None = None
-    compat_scale: float = 1.0
+    compat_scale: Fraction = ONE
     mig: bool = False
     every: int = 1
     derived_from: str | None = None
@@ -122,7 +125,7 @@ def _gauge(
     nvml: NvmlSource | None,
     dcgm: DcgmSource | None,
     compat: str | None = None,
-    compat_scale: float = 1.0,
+    compat_scale: Fraction = ONE,
     *,
     mig: bool = False,
     every: int = 1,
@@ -138,7 +141,7 @@ def _counter(
     nvml: NvmlSource | None,
     dcgm: DcgmSource | None,
     compat: str | None = None,
-    compat_scale: float = 1.0,
+    compat_scale: Fraction = ONE,
     *,
     derived_from: str | None = None,
 ) -> MetricSpec:
@@ -147,9 +150,9 @@ def _counter(
     )
 
 
-_PERCENT = 0.01
-_MILLI = 1e-3
-_MHZ = 1e6
+_PERCENT = Fraction(1, 100)
+_MILLI = Fraction(1, 1000)
+_MHZ = Fraction(10**6)
 
 METRICS: tuple[MetricSpec, ...] = (
     # utilization
@@ -157,7 +160,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "gpu_utilization_ratio", "ratio",
         "Fraction of the last sample period during which one or more kernels ran on the GPU", "utilization",
         NvmlSource("nvmlDeviceGetUtilizationRates", "gpu", _PERCENT), DcgmSource(203, _PERCENT),
-        "DCGM_FI_DEV_GPU_UTIL", 100.0,
+        "DCGM_FI_DEV_GPU_UTIL", Fraction(100),
     ),
     _counter(
         "gpu_utilization_seconds_total", "seconds",
@@ -169,17 +172,17 @@ METRICS: tuple[MetricSpec, ...] = (
         "gpu_memory_copy_utilization_ratio", "ratio",
         "Fraction of the last sample period during which device memory was being read or written", "utilization",
         NvmlSource("nvmlDeviceGetUtilizationRates", "memory", _PERCENT), DcgmSource(204, _PERCENT),
-        "DCGM_FI_DEV_MEM_COPY_UTIL", 100.0,
+        "DCGM_FI_DEV_MEM_COPY_UTIL", Fraction(100),
     ),
     _gauge(
         "gpu_encoder_utilization_ratio", "ratio", "Video encoder utilization", "utilization",
         NvmlSource("nvmlDeviceGetEncoderUtilization", "", _PERCENT), DcgmSource(206, _PERCENT),
-        "DCGM_FI_DEV_ENC_UTIL", 100.0,
+        "DCGM_FI_DEV_ENC_UTIL", Fraction(100),
     ),
     _gauge(
         "gpu_decoder_utilization_ratio", "ratio", "Video decoder utilization", "utilization",
         NvmlSource("nvmlDeviceGetDecoderUtilization", "", _PERCENT), DcgmSource(207, _PERCENT),
-        "DCGM_FI_DEV_DEC_UTIL", 100.0,
+        "DCGM_FI_DEV_DEC_UTIL", Fraction(100),
     ),
     # memory
     _gauge(
@@ -238,7 +241,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_fan_speed_ratio", "ratio", "Fan speed as a fraction of its maximum (intended speed)", "temperature",
         NvmlSource("nvmlDeviceGetFanSpeed", "", _PERCENT), DcgmSource(191, _PERCENT),
-        "DCGM_FI_DEV_FAN_SPEED", 100.0,
+        "DCGM_FI_DEV_FAN_SPEED", Fraction(100),
     ),
     # power
     _gauge(
@@ -258,7 +261,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _counter(
         "gpu_energy_joules_total", "joules", "Energy consumed since the driver was loaded", "power",
         NvmlSource("nvmlDeviceGetTotalEnergyConsumption", "", _MILLI), DcgmSource(156, _MILLI),
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1000.0,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Fraction(1000),
     ),
     # clocks
     _gauge(
@@ -325,9 +328,10 @@ BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 COLLECTORS: tuple[str, ...] = tuple(dict.fromkeys(spec.collector for spec in METRICS))
 
 
-def convert(spec: MetricSpec, raw: float, source: NvmlSource | DcgmSource) -> float:
-    """Turn one raw vendor value into the metric's base unit (e.g. 312450 mW → 312.45 W)."""
-    return raw * source.scale
+def scaled(raw: float, scale: Fraction) -> float:
+    """``raw × scale`` rounded once (multiply by the numerator, then divide by the denominator), so
+    integer vendor values convert to the nearest float: 312450 mW → 312.45 W exactly."""
+    return raw * scale.numerator / scale.denominator
 
 
 def enabled_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:

@@ -26,6 +26,8 @@ USAGE_ERROR = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """One line instead of argparse's usage block, exit 2."""
+        if "collector." in message:
+            message += f" (known collectors: {', '.join(COLLECTORS)})"
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}; see --help\n")
 
 

@@ -25,7 +25,7 @@ from gpu_exporter.backends.base import (
     MigIdentity,
     count_error,
 )
-from gpu_exporter.catalogue import MetricSpec, NvmlSource
+from gpu_exporter.catalogue import MetricSpec, NvmlSource, scaled
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ class NvmlBackend:
             assert source is not None  # filtered by read()
             raw = self._query(handle, uuid, source, structs, errors)
             if raw is not None:
-                out[spec.name] = raw * source.scale
+                out[spec.name] = scaled(raw, source.scale)
 
     def _query(
         self, handle: Handle, uuid: str, source: NvmlSource, structs: dict[str, Raw | Exception], errors: dict[str, int]

@@ -1,0 +1,156 @@
+"""Out-of-process test harness: start the real ``gpu-exporter`` on 127.0.0.1 against the fake NVML,
+scrape it over HTTP, stop it by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIOS = REPO / "tests" / "scenarios"
+
+Labels = frozenset[tuple[str, str]]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the exporter binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Exporter:
+    """A running exporter process and how to reach it."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    trace_path: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str, **kwargs: object) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=10, **kwargs)  # type: ignore[arg-type]
+
+    def metrics(self) -> str:
+        response = self.get("/metrics")
+        assert response.status_code == 200, response.text
+        return response.text
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def trace_lines(self) -> int:
+        """NVML calls made so far (the fake appends one line per call to the trace file)."""
+        assert self.trace_path is not None
+        return len(self.trace_path.read_bytes().splitlines()) if self.trace_path.exists() else 0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start(
+    fakenvml_dir: Path | None,
+    scenario: Path | None,
+    workdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    trace: bool = False,
+    wait_for: str = "/healthz",
+) -> Exporter:
+    """Start ``python -m gpu_exporter`` on a free loopback port and wait until ``wait_for`` answers 200."""
+    port = free_port()
+    log_path = workdir / f"exporter-{port}.log"
+    trace_path = workdir / f"trace-{port}.txt" if trace else None
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_"))}
+    if fakenvml_dir is not None:
+        child_env["LD_LIBRARY_PATH"] = str(fakenvml_dir)
+    if scenario is not None:
+        child_env["FAKE_NVML_SCENARIO"] = str(scenario)
+    if trace_path is not None:
+        child_env["FAKE_NVML_TRACE"] = str(trace_path)
+    child_env.update(env or {})
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, cwd=workdir)
+    exporter = Exporter(process, port, log_path, trace_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"exporter exited with {process.returncode}:\n{exporter.log()}")
+        try:
+            if exporter.get(wait_for).status_code == 200:
+                return exporter
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    exporter.stop()
+    raise AssertionError(f"exporter did not answer {wait_for} with 200 in 30 s:\n{exporter.log()}")
+
+
+def samples(text: str) -> dict[str, dict[Labels, float]]:
+    """Parse an exposition into {sample name: {labels: value}}."""
+    parsed: dict[str, dict[Labels, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            parsed.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
+    return parsed
+
+
+def value(parsed: dict[str, dict[Labels, float]], name: str, **labels: str) -> float | None:
+    """The one sample of ``name`` whose labels include ``labels``; None when there is none."""
+    matches = [v for key, v in parsed.get(name, {}).items() if set(labels.items()) <= set(key)]
+    assert len(matches) <= 1, f"{name}{labels} matches {len(matches)} samples"
+    return matches[0] if matches else None
+
+
+#: Lines whose values change from run to run; the one documented filter for golden files.
+VOLATILE = re.compile(
+    r"^(gpu_exporter_sample_duration_seconds|gpu_exporter_last_sample_timestamp_seconds"
+    r"|gpu_exporter_device_read_duration_seconds|gpu_utilization_seconds_total)(\{[^}]*\})? .*$"
+    r"|^(gpu_exporter_build_info\{.*)python_version=\"[^\"]*\"(.*)$",
+    re.MULTILINE,
+)
+
+
+def stable(text: str) -> str:
+    """Replace run-dependent values by ``<volatile>`` (see VOLATILE), keeping every name and label."""
+
+    def repl(match: re.Match[str]) -> str:
+        if match.group(1):
+            return f"{match.group(1)}{match.group(2) or ''} <volatile>"
+        return f'{match.group(3)}python_version="<volatile>"{match.group(4)}'
+
+    return VOLATILE.sub(repl, text)
+
+
+@pytest.fixture
+def exporters(tmp_path: Path) -> Iterator[list[Exporter]]:
+    """Collects exporters a test starts and stops them all at teardown."""
+    running: list[Exporter] = []
+    yield running
+    for exporter in running:
+        exporter.stop()

@@ -324,6 +324,88 @@ METRICS: tuple[MetricSpec, ...] = (
 
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 
+
+@dataclass(frozen=True)
+class FixedMetric:
+    """A metric with no vendor source: identity, per-GPU state and the exporter's self-metrics."""
+
+    name: str
+    kind: Kind
+    unit: str
+    labels: tuple[str, ...]
+    help: str
+
+
+IDENTITY_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_info",
+        "gauge",
+        "",
+        INFO_LABELS,
+        "Identity of each GPU; value is always 1. Source: NVML device and system queries.",
+    ),
+    FixedMetric("gpu_up", "gauge", "", DEVICE_LABELS, "1 while the GPU answers, 0 after the driver reported it lost."),
+    FixedMetric(
+        "gpu_mig_info",
+        "gauge",
+        "",
+        MIG_INFO_LABELS,
+        "Identity of each MIG device; value is always 1. Source: NVML MIG device handles.",
+    ),
+)
+SELF_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_exporter_build_info", "gauge", "", ("version", "python_version"), "gpu-exporter build; value is always 1."
+    ),
+    FixedMetric(
+        "gpu_exporter_backend_info",
+        "gauge",
+        "",
+        ("backend", "reason"),
+        "Backend in use and why it was chosen (or why it is down); value is always 1.",
+    ),
+    FixedMetric("gpu_exporter_backend_up", "gauge", "", (), "1 while the backend is initialised and answering."),
+    FixedMetric(
+        "gpu_exporter_collect_interval_seconds", "gauge", "seconds", (), "Configured time between sampling cycles."
+    ),
+    FixedMetric(
+        "gpu_exporter_sample_duration_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "Wall time of the last sampling cycle, all GPUs.",
+    ),
+    FixedMetric(
+        "gpu_exporter_last_sample_timestamp_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "Unix time of the last cycle in which at least one GPU was sampled.",
+    ),
+    FixedMetric(
+        "gpu_exporter_sample_errors_total",
+        "counter",
+        "",
+        ("kind",),
+        "Failed vendor calls by NVML error kind since start (the value is left out; unsupported is not an error).",
+    ),
+    FixedMetric(
+        "gpu_exporter_device_read_duration_seconds",
+        "gauge",
+        "seconds",
+        DEVICE_LABELS,
+        "Wall time of the last completed read of each GPU.",
+    ),
+    FixedMetric(
+        "gpu_exporter_device_stalled",
+        "gauge",
+        "",
+        DEVICE_LABELS,
+        "1 while a GPU's read has not returned within one interval (a hung driver call).",
+    ),
+)
+FIXED: dict[str, FixedMetric] = {metric.name: metric for metric in (*IDENTITY_METRICS, *SELF_METRICS)}
+
 #: Collector names in table order, from the catalogue.
 COLLECTORS: tuple[str, ...] = tuple(dict.fromkeys(spec.collector for spec in METRICS))
 

@@ -1,0 +1,67 @@
+"""The README's generated sections (flag table and metric table), from the option table and the
+catalogue. ``python -m tests.readme`` rewrites them in place; a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gpu_exporter.catalogue import COLLECTORS, IDENTITY_METRICS, METRICS, MIG_LABELS, SELF_METRICS, FixedMetric
+from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
+from tests.harness import REPO
+
+README = REPO / "README.md"
+
+
+def flag_table() -> str:
+    rows = ["| Flag | Environment | Meaning |", "|---|---|---|"]
+    rows.append(f"| `{CONFIG_FILE_FLAG} FILE` | `{CONFIG_FILE_ENV}` | YAML file with the same settings (see below). |")
+    rows += [f"| `{o.flag} {o.metavar}` | `{o.env}` | {o.help} |" for o in OPTIONS]
+    rows += [
+        f"| `--collector.{name}` / `--no-collector.{name}` | `{collector_env(name)}=true\\|false` | "
+        f"Enable or disable the {name} collector (default on). |"
+        for name in COLLECTORS
+    ]
+    rows.append("| `--version` | | Print the version and exit. |")
+    return "\n".join(rows)
+
+
+def _fixed_row(metric: FixedMetric) -> str:
+    labels = ", ".join(f"`{label}`" for label in metric.labels) or "—"
+    return f"| `{metric.name}` | {metric.kind} | {metric.unit or '—'} | {labels} | — | {metric.help} |"
+
+
+def metric_table() -> str:
+    rows = ["| Metric | Type | Unit | Labels | Collector | Meaning and source |", "|---|---|---|---|---|---|"]
+    rows += [_fixed_row(metric) for metric in IDENTITY_METRICS]
+    for spec in METRICS:
+        labels = "`gpu`, `uuid`" + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)"
+                                     if spec.mig else "")  # fmt: skip
+        cadence = f" Read every {spec.every} cycles (an expensive call)." if spec.every > 1 else ""
+        rows.append(
+            f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
+        )
+    rows += [_fixed_row(metric) for metric in SELF_METRICS]
+    return "\n".join(rows)
+
+
+SECTIONS = {"flags": flag_table, "metrics": metric_table}
+
+
+def render(text: str) -> str:
+    """``text`` with every generated section replaced by its current content."""
+    for name, build in SECTIONS.items():
+        start, end = f"<!-- generated:{name} -->", f"<!-- end:{name} -->"
+        before, found, rest = text.partition(start)
+        if not found:
+            raise SystemExit(f"README.md lacks the marker {start}")
+        _, found_end, after = rest.partition(end)
+        if not found_end:
+            raise SystemExit(f"README.md lacks the marker {end}")
+        text = f"{before}{start}\n{build()}\n{end}{after}"
+    return text
+
+
+if __name__ == "__main__":
+    README.write_text(render(README.read_text()))
+    sys.stdout.write("README.md sections regenerated\n")

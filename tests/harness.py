@@ -120,10 +120,10 @@ def samples(text: str) -> dict[str, dict[Labels, float]]:
     return parsed
 
 
-def value(parsed: dict[str, dict[Labels, float]], name: str, **labels: str) -> float | None:
-    """The one sample of ``name`` whose labels include ``labels``; None when there is none."""
-    matches = [v for key, v in parsed.get(name, {}).items() if set(labels.items()) <= set(key)]
-    assert len(matches) <= 1, f"{name}{labels} matches {len(matches)} samples"
+def value(parsed: dict[str, dict[Labels, float]], metric: str, /, **labels: str) -> float | None:
+    """The one sample of ``metric`` whose labels include ``labels``; None when there is none."""
+    matches = [v for key, v in parsed.get(metric, {}).items() if set(labels.items()) <= set(key)]
+    assert len(matches) <= 1, f"{metric}{labels} matches {len(matches)} samples"
     return matches[0] if matches else None
 
 

@@ -209,7 +209,10 @@ def test_scrapes_make_no_nvml_calls_whatever_the_gpu_count(fakenvml_dir: Path, t
 def test_busy_time_counter_integrates_utilization(fakenvml_dir: Path, tmp_path: Path) -> None:
     """rate(gpu_utilization_seconds_total) is the average utilization, here a 100/0 square wave."""
     scenario = tmp_path / "wave.scn"
-    scenario.write_text("gpu0.uuid = GPU-wave\ngpu0.utilization.gpu = 100,0@0.5\ngpu1.utilization.gpu = 40\n")
+    scenario.write_text(
+        "gpu0.uuid = GPU-wave\ngpu0.utilization.gpu = 100,0@0.5\ngpu0.utilization.memory = 1\n"
+        "gpu1.utilization.gpu = 40\ngpu1.utilization.memory = 1\n"
+    )
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "100ms")
     try:
         first = samples(exporter.metrics())

@@ -190,6 +190,7 @@ class NvmlBackend:
         self._handles: dict[int, Handle] = {}
         self._mig_handles: dict[tuple[int, int], Handle] = {}
         self._skip: set[tuple[str, str, str]] = set()  # (uuid, call, selector) unsupported or missing
+        self._logged: set[tuple[str, str]] = set()  # (uuid, call) already logged as unsupported
         self._memo_lock = threading.Lock()
         self._open = False
 
@@ -205,6 +206,7 @@ class NvmlBackend:
         self._mig_handles.clear()
         with self._memo_lock:
             self._skip.clear()
+            self._logged.clear()
         host = HostIdentity(
             driver_version=self._system(pynvml.nvmlSystemGetDriverVersion),
             cuda_version=self._cuda_version(),
@@ -353,13 +355,14 @@ class NvmlBackend:
             return None
 
     def _remember_unsupported(self, key: tuple[str, str, str], err: Exception) -> None:
+        uuid, call, _selector = key
         with self._memo_lock:
-            if key in self._skip:
-                return
             self._skip.add(key)
-        uuid, call, selector = key
+            if (uuid, call) in self._logged:
+                return
+            self._logged.add((uuid, call))
         what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
-        log.info("%s: %s%s is %s; not asked again until restart", uuid, call, f"({selector})" if selector else "", what)
+        log.info("%s: %s is %s; not asked again until restart", uuid, call, what)
 
     def close(self) -> None:
         """``nvmlShutdown`` once per successful ``open``."""

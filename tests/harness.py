@@ -58,9 +58,12 @@ class Exporter:
         return self.log_path.read_text(errors="replace")
 
     def trace_lines(self) -> int:
-        """NVML calls made so far (the fake appends one line per call to the trace file)."""
+        """NVML calls made so far (the fake appends one line per call to the trace file), leaving out
+        the Xid listener's ``nvmlEventSetWait`` calls, which run on their own clock, not per scrape."""
         assert self.trace_path is not None
-        return len(self.trace_path.read_bytes().splitlines()) if self.trace_path.exists() else 0
+        if not self.trace_path.exists():
+            return 0
+        return sum(1 for line in self.trace_path.read_bytes().splitlines() if not line.startswith(b"nvmlEventSetWait"))
 
     def stop(self) -> None:
         if self.process.poll() is None:

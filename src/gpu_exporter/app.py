@@ -42,8 +42,9 @@ def create_app(settings: Settings, backend_factory: BackendFactory = select) -> 
         backend, reason = backend_factory(settings.backend)
         log.info("backend %s chosen (%s)", backend.name, reason)
         holder["sampler"] = running = Sampler(
-            backend, enabled_specs(settings.collectors), settings.collect_interval, reason
-        )
+            backend, enabled_specs(settings.collectors), settings.collect_interval, reason,
+            watch_events="xid" in settings.collectors,
+        )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
         await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)
@@ -69,7 +70,7 @@ def create_app(settings: Settings, backend_factory: BackendFactory = select) -> 
         return PlainTextResponse("sampler is not running\n", status_code=503)
 
     async def readyz(_request: Request) -> Response:
-        reason = not_ready_reason(sampler(), settings.collect_interval)
+        reason = not_ready_reason(sampler(), settings.collect_interval, settings.ready_without_gpus)
         if reason:
             return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
         return PlainTextResponse("ready\n")
@@ -86,14 +87,15 @@ def create_app(settings: Settings, backend_factory: BackendFactory = select) -> 
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def not_ready_reason(sampler: Sampler, interval: float) -> str:
-    """Empty when ready: backend up, at least one GPU, and a GPU sampled within the stale limit."""
+def not_ready_reason(sampler: Sampler, interval: float, ready_without_gpus: bool) -> str:
+    """Empty when ready: backend up, and either at least one GPU sampled within the stale limit or,
+    when allowed, no GPU at all."""
     snapshot = sampler.snapshot
     stats = snapshot.stats
     if not stats.backend_up:
         return f"{stats.backend} backend is down ({stats.backend_reason})"
     if not snapshot.devices:
-        return "no GPU found"
+        return "" if ready_without_gpus else "no GPU found (start with --ready.without-gpus if that is expected)"
     if snapshot.sampled_gpus == 0:
         return f"no GPU sampled successfully in the last {STALE_INTERVALS * interval:g}s"
     return ""

@@ -73,10 +73,12 @@ class NvmlSource:
 @dataclass(frozen=True)
 class DcgmSource:
     """Where the DCGM backend reads a value: a numeric field id (names change between DCGM
-    releases, numbers do not) and the factor from DCGM's unit to the base unit."""
+    releases, numbers do not) and the factor from DCGM's unit to the base unit. A non-zero ``bit``
+    reads one flag of a bitmask field as 0 or 1."""
 
     field_id: int
     scale: Fraction = ONE
+    bit: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,9 @@ class MetricSpec:
     that enables it. ``mig`` marks metrics NVML reports per MIG device. ``every`` samples an
     expensive call only every Nth cycle (the last value is kept in between). ``derived_from`` names
     the gauge a counter integrates over time instead of reading a vendor value. ``compat_name`` and
-    ``compat_scale`` render the same sample under dcgm-exporter's name and unit.
+    ``compat_scale`` render the same sample under dcgm-exporter's name and unit. ``variant`` gives
+    the extra labels of one series of a family that several rows share (e.g. ``reason``).
+    ``maximum`` is the physical bound in base units above which a value is dropped as invalid.
     """
 
     name: str
@@ -102,19 +106,73 @@ class MetricSpec:
     mig: bool = False
     every: int = 1
     derived_from: str | None = None
+    variant: tuple[tuple[str, str], ...] = ()
+    maximum: float | None = None
+
+    @property
+    def key(self) -> str:
+        """Unique key of this row: the name, plus the variant labels when the family has several rows."""
+        if not self.variant:
+            return self.name
+        return self.name + "{" + ",".join(f"{label}={value}" for label, value in self.variant) + "}"
 
     @property
     def help(self) -> str:
-        """HELP text: the meaning, the unit and the source on each backend."""
+        """HELP text: the meaning, the unit and the source on each backend (shared by a family's rows)."""
         sources = []
         if self.nvml is not None:
-            selector = f"({self.nvml.selector})" if self.nvml.selector else ""
+            selector = f"({self.nvml.selector})" if self.nvml.selector and not self.variant else ""
             sources.append(f"NVML {self.nvml.call}{selector}")
-        if self.dcgm is not None:
+        if self.dcgm is not None and not self.variant:
             sources.append(f"DCGM field {self.dcgm.field_id}")
+        elif self.dcgm is not None:
+            sources.append("DCGM fields " + ", ".join(str(field) for field in _FAMILY_FIELDS.get(self.name, ())))
         if self.derived_from is not None:
             sources.append(f"integrated from {self.derived_from} at every sample")
-        return f"{self.description} ({self.unit}). Source: {'; '.join(sources)}."
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{self.description}{unit}. Source: {'; '.join(sources)}."
+
+
+#: Clock-event reason label → NVML ``nvmlClocksEventReason*`` bit (also DCGM field 112's bit).
+CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks", 0x2),
+    ("power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal", 0x20),
+    ("hw_thermal", 0x40),
+    ("hw_power_brake", 0x80),
+    ("display_clocks", 0x100),
+)
+#: Violation policy label → DCGM field id and dcgm-exporter name (NVML ``NVML_PERF_POLICY_*``).
+VIOLATION_POLICIES: tuple[tuple[str, int, str], ...] = (
+    ("power", 240, "DCGM_FI_DEV_POWER_VIOLATION"),
+    ("thermal", 241, "DCGM_FI_DEV_THERMAL_VIOLATION"),
+    ("sync_boost", 242, "DCGM_FI_DEV_SYNC_BOOST_VIOLATION"),
+    ("board_limit", 243, "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION"),
+    ("low_utilization", 244, "DCGM_FI_DEV_LOW_UTIL_VIOLATION"),
+    ("reliability", 245, "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
+)
+#: DCGM fields behind each family whose rows come from several fields (for the shared HELP text).
+_FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
+    "gpu_clock_event_active": (112,),
+    "gpu_clock_throttle_seconds_total": tuple(field_id for _, field_id, _ in VIOLATION_POLICIES),
+    "gpu_ecc_errors_total": (310, 311, 312, 313),
+    "gpu_remapped_rows_total": (393, 394),
+    "gpu_retired_pages_total": (390, 391),
+}
+#: Physical upper bound per base unit; larger values are driver garbage and dropped as invalid.
+UNIT_MAXIMA: dict[str, float] = {
+    "ratio": 1.0,
+    "celsius": 200.0,
+    "watts": 10_000.0,
+    "joules": 1e15,
+    "hertz": 1e10,
+    "bytes": 1e15,
+    "bytes_per_second": 1e12,
+    "seconds": 1e12,
+}
 
 
 def _gauge(
@@ -129,8 +187,13 @@ def _gauge(
     *,
     mig: bool = False,
     every: int = 1,
+    variant: tuple[tuple[str, str], ...] = (),
+    maximum: float | None = None,
 ) -> MetricSpec:
-    return MetricSpec(name, "gauge", unit, description, collector, nvml, dcgm, compat, compat_scale, mig, every)
+    return MetricSpec(
+        name, "gauge", unit, description, collector, nvml, dcgm, compat, compat_scale, mig, every,
+        variant=variant, maximum=maximum,
+    )  # fmt: skip
 
 
 def _counter(
@@ -144,10 +207,13 @@ def _counter(
     compat_scale: Fraction = ONE,
     *,
     derived_from: str | None = None,
+    variant: tuple[tuple[str, str], ...] = (),
+    maximum: float | None = None,
 ) -> MetricSpec:
     return MetricSpec(
-        name, "counter", unit, description, collector, nvml, dcgm, compat, compat_scale, derived_from=derived_from
-    )
+        name, "counter", unit, description, collector, nvml, dcgm, compat, compat_scale,
+        derived_from=derived_from, variant=variant, maximum=maximum,
+    )  # fmt: skip
 
 
 _PERCENT = Fraction(1, 100)
@@ -241,7 +307,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_fan_speed_ratio", "ratio", "Fan speed as a fraction of its maximum (intended speed)", "temperature",
         NvmlSource("nvmlDeviceGetFanSpeed", "", _PERCENT), DcgmSource(191, _PERCENT),
-        "DCGM_FI_DEV_FAN_SPEED", Fraction(100),
+        "DCGM_FI_DEV_FAN_SPEED", Fraction(100), maximum=2.0,  # NVML: "may exceed 100%"
     ),
     # power
     _gauge(
@@ -285,24 +351,24 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "gpu_performance_state", "", "Performance state, 0 (fastest) to 15 (slowest)", "clocks",
-        NvmlSource("nvmlDeviceGetPerformanceState"), DcgmSource(190), "DCGM_FI_DEV_PSTATE",
+        NvmlSource("nvmlDeviceGetPerformanceState"), DcgmSource(190), "DCGM_FI_DEV_PSTATE", maximum=15,
     ),
     # PCIe
     _gauge(
         "gpu_pcie_link_generation", "", "Current PCIe link generation (drops at idle to save power)", "pcie",
-        NvmlSource("nvmlDeviceGetCurrPcieLinkGeneration"), DcgmSource(237), "DCGM_FI_DEV_PCIE_LINK_GEN",
+        NvmlSource("nvmlDeviceGetCurrPcieLinkGeneration"), DcgmSource(237), "DCGM_FI_DEV_PCIE_LINK_GEN", maximum=16,
     ),
     _gauge(
         "gpu_pcie_link_generation_max", "", "Highest PCIe link generation this GPU and slot support", "pcie",
-        NvmlSource("nvmlDeviceGetMaxPcieLinkGeneration"), DcgmSource(235), "DCGM_FI_DEV_PCIE_MAX_LINK_GEN",
+        NvmlSource("nvmlDeviceGetMaxPcieLinkGeneration"), DcgmSource(235), "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", maximum=16,
     ),
     _gauge(
         "gpu_pcie_link_width", "", "Current PCIe link width (lanes)", "pcie",
-        NvmlSource("nvmlDeviceGetCurrPcieLinkWidth"), DcgmSource(238), "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+        NvmlSource("nvmlDeviceGetCurrPcieLinkWidth"), DcgmSource(238), "DCGM_FI_DEV_PCIE_LINK_WIDTH", maximum=64,
     ),
     _gauge(
         "gpu_pcie_link_width_max", "", "Widest PCIe link (lanes) this GPU and slot support", "pcie",
-        NvmlSource("nvmlDeviceGetMaxPcieLinkWidth"), DcgmSource(236), "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
+        NvmlSource("nvmlDeviceGetMaxPcieLinkWidth"), DcgmSource(236), "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", maximum=64,
     ),
     _counter(
         "gpu_pcie_replay_errors_total", "", "PCIe replays (link-level retransmissions) since the driver loaded",
@@ -320,9 +386,91 @@ METRICS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetPcieThroughput", "rx", KIB), DcgmSource(201, KIB),
         "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", 1 / KIB, every=5,
     ),
+    # clock events (throttling): one 0/1 series per reason bit
+    *(
+        _gauge(
+            "gpu_clock_event_active", "",
+            "1 while this reason holds the clocks below their target (clock event, formerly throttle reason)",
+            "clock_events", NvmlSource("nvmlDeviceGetCurrentClocksEventReasons", reason), DcgmSource(112, bit=bit),
+            variant=(("reason", reason),), maximum=1,
+        )
+        for reason, bit in CLOCK_EVENT_REASONS
+    ),
+    *(
+        _counter(
+            "gpu_clock_throttle_seconds_total", "seconds",
+            "Cumulative time the clocks were held below their target by this cause", "clock_events",
+            NvmlSource("nvmlDeviceGetViolationStatus", policy, Fraction(1, 10**9)),
+            DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("reason", policy),),
+        )
+        for policy, field_id, compat in VIOLATION_POLICIES
+    ),
+    # memory errors
+    _gauge(
+        "gpu_ecc_mode_enabled", "", "1 when ECC is enabled (current mode)", "ecc",
+        NvmlSource("nvmlDeviceGetEccMode", "current"), DcgmSource(300), "DCGM_FI_DEV_ECC_CURRENT", maximum=1,
+    ),
+    *(
+        _counter(
+            "gpu_ecc_errors_total", "",
+            "ECC errors in device memory; volatile counts since the driver loaded, aggregate over the board's life",
+            "ecc", NvmlSource("nvmlDeviceGetTotalEccErrors", f"{kind}_{counter}"), DcgmSource(field_id), compat,
+            variant=(("type", kind), ("counter", counter)),
+        )
+        for kind, counter, field_id, compat in (
+            ("corrected", "volatile", 310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),
+            ("uncorrected", "volatile", 311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+            ("corrected", "aggregate", 312, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
+            ("uncorrected", "aggregate", 313, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
+        )
+    ),
+    _counter(
+        "gpu_remapped_rows_total", "", "Memory rows remapped to spare rows, by the kind of error that caused it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "correctable"), DcgmSource(394),
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", variant=(("cause", "correctable"),),
+    ),
+    _counter(
+        "gpu_remapped_rows_total", "", "Memory rows remapped to spare rows, by the kind of error that caused it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "uncorrectable"), DcgmSource(393),
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", variant=(("cause", "uncorrectable"),),
+    ),
+    _gauge(
+        "gpu_row_remap_pending", "", "1 when a row remap is pending: reset the GPU to apply it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "pending"), DcgmSource(396), "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        maximum=1,
+    ),
+    _gauge(
+        "gpu_row_remap_failed", "", "1 when a row remap failed: the GPU needs service", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "failure"), DcgmSource(395), "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        maximum=1,
+    ),
+    _counter(
+        "gpu_retired_pages_total", "", "Framebuffer pages retired (pre-Ampere page retirement), by cause", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPages", "multiple_single_bit"), DcgmSource(390), "DCGM_FI_DEV_RETIRED_SBE",
+        variant=(("cause", "multiple_single_bit"),),
+    ),
+    _counter(
+        "gpu_retired_pages_total", "", "Framebuffer pages retired (pre-Ampere page retirement), by cause", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPages", "double_bit"), DcgmSource(391), "DCGM_FI_DEV_RETIRED_DBE",
+        variant=(("cause", "double_bit"),),
+    ),
+    _gauge(
+        "gpu_retired_pages_pending", "", "1 when pages wait to be retired at the next driver reload", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
+        maximum=1,
+    ),
 )  # fmt: skip
 
-BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
+BY_KEY: dict[str, MetricSpec] = {spec.key: spec for spec in METRICS}
+#: Rows of each family, in table order (most families have one row).
+FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
+    name: tuple(spec for spec in METRICS if spec.name == name) for name in dict.fromkeys(s.name for s in METRICS)
+}
+
+
+def bound(spec: MetricSpec) -> float | None:
+    """The largest plausible value of ``spec`` in base units (its own maximum, else its unit's)."""
+    return spec.maximum if spec.maximum is not None else UNIT_MAXIMA.get(spec.unit)
 
 
 @dataclass(frozen=True)
@@ -351,6 +499,32 @@ IDENTITY_METRICS: tuple[FixedMetric, ...] = (
         "",
         MIG_INFO_LABELS,
         "Identity of each MIG device; value is always 1. Source: NVML MIG device handles.",
+    ),
+)
+#: Metrics counted from driver events (collector ``xid``).
+EVENT_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_xid_errors_total",
+        "counter",
+        "",
+        (*DEVICE_LABELS, "xid"),
+        "Xid errors reported by the driver since the exporter started, by Xid code (codes of the Xid table "
+        "start at 0). Source: NVML nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
+    ),
+    FixedMetric(
+        "gpu_xid_last_timestamp_seconds",
+        "gauge",
+        "seconds",
+        DEVICE_LABELS,
+        "Unix time of the last Xid error on this GPU since the exporter started.",
+    ),
+    FixedMetric(
+        "gpu_ecc_error_events_total",
+        "counter",
+        "",
+        (*DEVICE_LABELS, "type"),
+        "ECC error events delivered by the driver since the exporter started (single_bit, double_bit). "
+        "Source: NVML nvmlEventSetWait.",
     ),
 )
 SELF_METRICS: tuple[FixedMetric, ...] = (
@@ -404,10 +578,45 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "1 while a GPU's read has not returned within one interval (a hung driver call).",
     ),
 )
-FIXED: dict[str, FixedMetric] = {metric.name: metric for metric in (*IDENTITY_METRICS, *SELF_METRICS)}
+FIXED: dict[str, FixedMetric] = {metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SELF_METRICS)}
 
-#: Collector names in table order, from the catalogue.
-COLLECTORS: tuple[str, ...] = tuple(dict.fromkeys(spec.collector for spec in METRICS))
+
+@dataclass(frozen=True)
+class Xid:
+    """What an Xid code means, in a few words, and how urgent it is (critical, warning or info)."""
+
+    description: str
+    severity: Literal["critical", "warning", "info"]
+
+
+#: Known Xid codes: shared by the exporter (pre-created zero counters), the alert rules and the
+#: status page. Descriptions are ours, summarising NVIDIA's Xid catalogue.
+XID_CODES: dict[int, Xid] = {
+    13: Xid("graphics engine exception: usually an application fault such as an out-of-range access", "warning"),
+    31: Xid("GPU memory page fault: usually an application bug, sometimes a driver bug", "warning"),
+    32: Xid("invalid or corrupted push buffer stream (PCIe or driver trouble)", "warning"),
+    38: Xid("driver firmware error", "critical"),
+    43: Xid("GPU stopped processing: the application's context was reset", "warning"),
+    45: Xid("preemptive cleanup after earlier errors: a process was terminated", "info"),
+    48: Xid("double-bit (uncorrectable) ECC error", "critical"),
+    61: Xid("internal micro-controller breakpoint or warning", "warning"),
+    62: Xid("internal micro-controller halt", "critical"),
+    63: Xid("ECC page retirement or row remapping recorded", "warning"),
+    64: Xid("ECC page retirement or row remapping failed", "critical"),
+    74: Xid("NVLink error", "critical"),
+    79: Xid("GPU has fallen off the bus", "critical"),
+    92: Xid("high single-bit ECC error rate", "warning"),
+    94: Xid("contained ECC error: the affected application was stopped", "warning"),
+    95: Xid("uncontained ECC error: every application on the GPU is affected, reset needed", "critical"),
+    109: Xid("context switch timeout", "warning"),
+    119: Xid("GSP firmware RPC timeout", "critical"),
+    120: Xid("GSP firmware error", "critical"),
+    140: Xid("unrecovered ECC error", "critical"),
+    154: Xid("GPU recovery action changed: the GPU needs a reset or node reboot", "critical"),
+}
+
+#: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
+COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in METRICS), "xid")
 
 
 def scaled(raw: float, scale: Fraction) -> float:

@@ -39,6 +39,7 @@ class Settings:
     collectors: frozenset[str] = frozenset(COLLECTORS)
     log_level: str = "info"
     log_format: str = "text"
+    ready_without_gpus: bool = False
     config_file: str = ""
 
     @property
@@ -130,6 +131,9 @@ OPTIONS: tuple[Option, ...] = (
            "Time between sampling cycles, 100ms to 1h (default 1s).", "DURATION"),
     Option("--backend", "backend", ("backend",), _backend,
            "GPU library: auto or nvml (default auto, which means NVML until the DCGM backend lands).", "NAME"),
+    Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
+           "Whether /readyz may answer 200 on a host with no GPU at all: true or false (default false).",
+           "BOOL"),
     Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),

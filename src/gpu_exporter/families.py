@@ -8,13 +8,13 @@ Names, types, units and help all come from the catalogue.
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from gpu_exporter.backends.base import HostIdentity
-from gpu_exporter.catalogue import FIXED, MIG_LABELS, MetricSpec
+from gpu_exporter.backends.base import HostIdentity, XidTally
+from gpu_exporter.catalogue import FIXED, MIG_LABELS, XID_CODES, MetricSpec
 from gpu_exporter.snapshot import DeviceView, SelfStats
 
 
@@ -39,10 +39,16 @@ def _labelled(name: str, values: Sequence[str], value: float, family: Metric) ->
     _add(family, dict(zip(FIXED[name].labels, values, strict=True)), value)
 
 
-def device_families(specs: Sequence[MetricSpec], host: HostIdentity, devices: Sequence[DeviceView]) -> list[Metric]:
-    """``gpu_info``, ``gpu_up``, ``gpu_mig_info`` and one family per catalogue spec."""
+def device_families(
+    specs: Sequence[MetricSpec],
+    host: HostIdentity,
+    devices: Sequence[DeviceView],
+    events: Mapping[str, XidTally] | None = None,
+) -> list[Metric]:
+    """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per catalogue spec, and the event
+    counters when ``events`` is given (Xid collector enabled)."""
     info, up, mig_info = _fixed("gpu_info"), _fixed("gpu_up"), _fixed("gpu_mig_info")
-    by_spec = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
+    by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
     for device in devices:
         ident = device.identity
         base = {"gpu": str(ident.index), "uuid": ident.uuid}
@@ -51,18 +57,43 @@ def device_families(specs: Sequence[MetricSpec], host: HostIdentity, devices: Se
         _labelled("gpu_info", (*base.values(), *identity), 1, info)
         _add(up, base, 1 if device.up else 0)
         for spec in specs:
-            value = device.values.get(spec.name)
+            value = device.values.get(spec.key)
             if value is not None:
-                _add(by_spec[spec.name], base, value)
+                _add(by_name[spec.name], {**base, **dict(spec.variant)}, value)
         for slot, mig in enumerate(ident.migs):
             ids = (str(mig.gpu_instance), str(mig.compute_instance), mig.profile)
             mig_labels = {**base, **dict(zip(MIG_LABELS, ids, strict=True))}
             _labelled("gpu_mig_info", (*mig_labels.values(), mig.uuid, mig.name), 1, mig_info)
             values = device.mig_values.get(slot, {})
             for spec in specs:
-                if spec.mig and spec.name in values:
-                    _add(by_spec[spec.name], mig_labels, values[spec.name])
-    return [info, up, mig_info, *by_spec.values()]
+                if spec.mig and spec.key in values:
+                    _add(by_name[spec.name], {**mig_labels, **dict(spec.variant)}, values[spec.key])
+    families = [info, up, mig_info, *by_name.values()]
+    if events is not None:
+        families.extend(event_families(devices, events))
+    return families
+
+
+def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
+    """Xid counters (every code of the Xid table starts at 0, so the first Xid after start is an
+    increase, not a new series), the last Xid time, and ECC event counters, for GPUs that are up."""
+    xids, last, ecc = (
+        _fixed("gpu_xid_errors_total"),
+        _fixed("gpu_xid_last_timestamp_seconds"),
+        _fixed("gpu_ecc_error_events_total"),
+    )
+    for device in devices:
+        if not device.up:
+            continue
+        base = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
+        tally = events.get(device.identity.uuid, XidTally())
+        for code in sorted(set(XID_CODES) | set(tally.xid)):
+            _add(xids, {**base, "xid": str(code)}, tally.xid.get(code, 0))
+        if tally.last_xid_at is not None:
+            _add(last, base, tally.last_xid_at)
+        for kind in ("single_bit", "double_bit"):
+            _add(ecc, {**base, "type": kind}, tally.ecc.get(kind, 0))
+    return [xids, last, ecc]
 
 
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:
@@ -80,6 +111,8 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metri
         _add(families["gpu_exporter_last_sample_timestamp_seconds"], {}, stats.last_success_timestamp)
     for kind in sorted(stats.errors):
         _add(families["gpu_exporter_sample_errors_total"], {"kind": kind}, stats.errors[kind])
+    for name in sorted(stats.invalid):
+        _add(families["gpu_exporter_invalid_values_total"], {"field": name}, stats.invalid[name])
     for device in devices:
         labels = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
         if device.read_seconds is not None:

@@ -2,11 +2,16 @@
 
 A cycle triggers every idle per-GPU worker, waits a bounded time, and assembles what came back.
 State carried between cycles is owned here and nowhere else: the busy-time integrators, the last
-values of slow-cadence metrics, error totals and the backend's open/retry state.
+values of slow-cadence metrics, error and invalid-value totals, and the backend's open/retry and
+rediscovery state.
 
 Freshness rule: a GPU's values are served only if its last read finished within
 ``STALE_INTERVALS`` intervals (``every + 2`` intervals for slow-cadence metrics); older values are
 dropped rather than shown as current, and ``gpu_exporter_device_stalled`` says why.
+
+Recovery: while the backend is down it is reopened with backoff (1 s doubling to 30 s). While a
+GPU is lost (or has vanished from enumeration) GPUs are enumerated again with the same backoff, so
+a GPU that comes back is sampled again without a restart; its worker retries every cycle meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
-from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity
+from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, XidTally
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.exposition import render
 from gpu_exporter.families import device_families, self_families
@@ -30,7 +35,7 @@ log = logging.getLogger(__name__)
 STALE_INTERVALS = 3
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
-_BACKOFF_MAX_SECONDS = 60.0
+BACKOFF_MAX_SECONDS = 30.0
 _UTILIZATION = "gpu_utilization_ratio"
 _BUSY = "gpu_utilization_seconds_total"
 
@@ -42,8 +47,26 @@ class _DeviceState:
     worker: DeviceWorker
     busy_seconds: float | None = None
     integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
-    slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # name → (value, finished_at)
+    slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (value, finished_at)
     seen: Result | None = None
+    vanished: bool = False  # no longer enumerated by the driver
+
+
+class _Backoff:
+    """Doubling delay between retries, from 1 s to BACKOFF_MAX_SECONDS."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._delay, self._next = 1.0, 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def failed(self, now: float) -> None:
+        self._next = now + self._delay
+        self._delay = min(self._delay * 2, BACKOFF_MAX_SECONDS)
 
 
 class Sampler:
@@ -55,31 +78,35 @@ class Sampler:
         specs: Sequence[MetricSpec],
         interval: float,
         backend_reason: str = "selected",
+        watch_events: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
-        self._slow = {spec.name: spec.every for spec in specs if spec.every > 1}
+        self._slow = {spec.key: spec.every for spec in specs if spec.every > 1}
+        self._busy_enabled = any(spec.name == _BUSY for spec in specs)
         self._interval = interval
         self._backend_reason = backend_reason
+        self._watch_events = watch_events
         self._clock = clock
         self._wall = wall_clock
         self._done = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._states: dict[int, _DeviceState] = {}
+        self._states: dict[str, _DeviceState] = {}  # by GPU uuid
         self._host = HostIdentity()
         self._open = False
         self._down_reason = "starting"
-        self._next_open_at = 0.0
-        self._backoff = 1.0
+        self._open_backoff = _Backoff()
+        self._discover_backoff = _Backoff()
         self._cycle = 0
         self._errors: dict[str, int] = {}
+        self._invalid: dict[str, int] = {}
         self._last_success: float | None = None
         self.heartbeat = clock()
         self.first_cycle_done = threading.Event()
-        self.snapshot = self._build(cycle_seconds=None, devices=())
+        self.snapshot = self._build(cycle_seconds=None, devices=(), events={})
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -122,6 +149,8 @@ class Sampler:
         self.heartbeat = started
         if not self._open:
             self._try_open(started)
+        elif self._needs_rediscovery():
+            self._try_rediscover(started)
         cycle = self._cycle
         self._cycle += 1
         triggered = [state for state in self._states.values() if state.worker.trigger(cycle)]
@@ -135,81 +164,113 @@ class Sampler:
         views = tuple(self._view(state, now) for state in self._states.values())
         if any(view.up and view.values for view in views):
             self._last_success = self._wall()
-        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views)
+        events = self._backend.events() if self._open else {}
+        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views, events=events)
         self.snapshot = snapshot  # the single reference swap scrapes read
         return snapshot
 
     def _try_open(self, now: float) -> None:
-        if now < self._next_open_at:
+        if not self._open_backoff.due(now):
             return
         try:
-            host, devices = self._backend.open()
+            host, devices = self._backend.open(self._watch_events)
         except BackendUnavailable as err:
             if err.reason != self._down_reason:
                 log.error("%s backend unavailable: %s (retrying with backoff)", self._backend.name, err)
             self._down_reason = err.reason
-            self._next_open_at = now + self._backoff
-            self._backoff = min(self._backoff * 2, _BACKOFF_MAX_SECONDS)
+            self._open_backoff.failed(now)
             return
-        self._open, self._host, self._backoff = True, host, 1.0
-        self._states = {
-            device.index: _DeviceState(DeviceWorker(self._backend, device, self._specs, self._done, self._clock))
-            for device in devices
-        }
+        self._open, self._host = True, host
+        self._open_backoff.reset()
+        self._adopt(devices)
         log.info(
-            "%s backend ready: driver %s, %d GPU(s): %s",
-            self._backend.name,
-            host.driver_version or "?",
-            len(devices),
-            ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
+            "%s backend ready: driver %s, %d GPU(s): %s", self._backend.name, host.driver_version or "?",
+            len(devices), ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
+        )  # fmt: skip
+
+    def _needs_rediscovery(self) -> bool:
+        return any(
+            state.vanished or (state.seen is not None and state.seen.reading is None) for state in self._states.values()
         )
+
+    def _try_rediscover(self, now: float) -> None:
+        if not self._discover_backoff.due(now):
+            return
+        try:
+            devices = self._backend.discover()
+        except BackendUnavailable as err:
+            log.error("re-enumerating GPUs failed: %s", err)
+            self._discover_backoff.failed(now)
+            return
+        self._adopt(devices)
+        if self._needs_rediscovery():
+            self._discover_backoff.failed(now)
+        else:
+            self._discover_backoff.reset()
+
+    def _adopt(self, devices: Sequence[DeviceIdentity]) -> None:
+        """Start workers for new GPUs, refresh identities, and mark GPUs that vanished."""
+        seen = {device.uuid for device in devices}
+        for device in devices:
+            state = self._states.get(device.uuid)
+            if state is None:
+                worker = DeviceWorker(self._backend, device, self._specs, self._done, self._clock)
+                self._states[device.uuid] = _DeviceState(worker)
+            else:
+                if state.vanished:
+                    log.info("GPU %s is back", device.uuid)
+                state.vanished = False
+                state.worker.device = device
+        for uuid, state in self._states.items():
+            if uuid not in seen and not state.vanished:
+                log.error("GPU %d (%s) vanished from the driver's device list", state.worker.device.index, uuid)
+                state.vanished = True
 
     def _view(self, state: _DeviceState, now: float) -> DeviceView:
         worker = state.worker
         result = worker.result
         stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
         if result is None:
-            return DeviceView(worker.device, up=True, values={}, stalled=stalled)
+            return DeviceView(worker.device, up=not state.vanished, values={}, stalled=stalled)
         new = result is not state.seen
         state.seen = result
-        if result.reading is None:
+        if result.reading is None or state.vanished:
+            if new and result.reading is None:
+                log.warning("GPU %d lost: %s", worker.device.index, result.error)
             state.busy_seconds = state.integrated_at = None  # a lost GPU's busy time restarts with it
             state.slow.clear()
             return DeviceView(worker.device, up=False, values={}, stalled=stalled, read_seconds=result.seconds)
         if new:
             for kind, count in result.reading.errors.items():
                 self._errors[kind] = self._errors.get(kind, 0) + count
+            for name, count in result.reading.invalid.items():
+                self._invalid[name] = self._invalid.get(name, 0) + count
         values = self._fresh_values(state, result, now, new)
         fresh = now - result.finished_at <= STALE_INTERVALS * self._interval
-        mig_values = result.reading.mig_values if fresh else {}
         return DeviceView(
-            worker.device,
-            up=True,
-            values=values,
-            mig_values=mig_values,
-            stalled=stalled,
-            read_seconds=result.seconds,
-        )
+            worker.device, up=True, values=values, mig_values=result.reading.mig_values if fresh else {},
+            stalled=stalled, read_seconds=result.seconds,
+        )  # fmt: skip
 
     def _fresh_values(self, state: _DeviceState, result: Result, now: float, new: bool) -> dict[str, float]:
         reading = result.reading
         assert reading is not None
         if new:
-            for name, every in self._slow.items():
+            for key, every in self._slow.items():
                 if result.cycle % every == 0:  # due in that read: take its value, or its absence
-                    if name in reading.values:
-                        state.slow[name] = (reading.values[name], result.finished_at)
+                    if key in reading.values:
+                        state.slow[key] = (reading.values[key], result.finished_at)
                     else:
-                        state.slow.pop(name, None)
+                        state.slow.pop(key, None)
             self._integrate(state, reading.values.get(_UTILIZATION), result.finished_at)
         values: dict[str, float] = {}
         if now - result.finished_at <= STALE_INTERVALS * self._interval:
-            values = {name: value for name, value in reading.values.items() if name not in self._slow}
-            if state.busy_seconds is not None and any(spec.name == _BUSY for spec in self._specs):
+            values = {key: value for key, value in reading.values.items() if key not in self._slow}
+            if state.busy_seconds is not None and self._busy_enabled:
                 values[_BUSY] = state.busy_seconds
-        for name, (value, at) in state.slow.items():
-            if now - at <= (self._slow[name] + 2) * self._interval:
-                values[name] = value
+        for key, (value, at) in state.slow.items():
+            if now - at <= (self._slow[key] + 2) * self._interval:
+                values[key] = value
         return values
 
     def _integrate(self, state: _DeviceState, utilization: float | None, at: float) -> None:
@@ -224,7 +285,9 @@ class Sampler:
             state.busy_seconds += utilization * max(0.0, elapsed)
         state.integrated_at = at
 
-    def _build(self, cycle_seconds: float | None, devices: Sequence[DeviceView]) -> Snapshot:
+    def _build(
+        self, cycle_seconds: float | None, devices: Sequence[DeviceView], events: dict[str, XidTally]
+    ) -> Snapshot:
         stats = SelfStats(
             version=__version__,
             backend=self._backend.name,
@@ -234,11 +297,10 @@ class Sampler:
             cycle_seconds=cycle_seconds,
             last_success_timestamp=self._last_success,
             errors=dict(self._errors),
+            invalid=dict(self._invalid),
         )
-        families = [*device_families(self._specs, self._host, devices), *self_families(stats, devices)]
+        families = [
+            *device_families(self._specs, self._host, devices, events if self._watch_events else None),
+            *self_families(stats, devices),
+        ]
         return Snapshot(self._clock(), self._host, tuple(devices), stats, render(families))
-
-    @property
-    def devices(self) -> tuple[DeviceIdentity, ...]:
-        """GPUs the backend discovered."""
-        return tuple(state.worker.device for state in self._states.values())

@@ -41,6 +41,7 @@ class SelfStats:
     cycle_seconds: float | None = None
     last_success_timestamp: float | None = None
     errors: Mapping[str, int] = field(default_factory=dict)
+    invalid: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ fails for a single value becomes an absent sample plus an error count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,13 +67,26 @@ class HostIdentity:
 class DeviceReading:
     """One device's values from one sampling pass, in base units, keyed by metric name.
 
-    A metric missing from ``values`` had no sample (unsupported, failed or skipped): absence is
-    never written as 0. ``errors`` counts failed vendor calls by kind for self-metrics.
+    Keys are catalogue keys (:attr:`MetricSpec.key`). A metric missing from ``values`` had no
+    sample (unsupported, failed, invalid or skipped): absence is never written as 0. ``errors``
+    counts failed vendor calls by kind and ``invalid`` implausible values by metric, for
+    self-metrics.
     """
 
     values: dict[str, float] = field(default_factory=dict)
     mig_values: dict[int, dict[str, float]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    invalid: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class XidTally:
+    """Events counted for one GPU since start: Xid codes, ECC events by type, time of the last Xid
+    (Unix seconds)."""
+
+    xid: dict[int, int] = field(default_factory=dict)
+    ecc: dict[str, int] = field(default_factory=dict)
+    last_xid_at: float | None = None
 
 
 class Backend(Protocol):
@@ -81,19 +94,24 @@ class Backend(Protocol):
 
     name: str
 
-    def open(self) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
-        """Initialise the vendor library and discover GPUs; raises BackendUnavailable."""
+    def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
+        """Initialise the vendor library, discover GPUs and (optionally) start listening for Xid
+        events; raises BackendUnavailable."""
+
+    def discover(self) -> Sequence[DeviceIdentity]:
+        """Enumerate GPUs again (after a loss, or to notice added and vanished GPUs); raises
+        BackendUnavailable when the library stopped working altogether."""
 
     def read(self, device: DeviceIdentity, specs: Sequence[MetricSpec], cycle: int) -> DeviceReading:
         """Read every spec for one device (and its MIG devices); raises DeviceLost."""
+
+    def events(self) -> dict[str, XidTally]:
+        """Event counts so far, by GPU uuid (empty when events are not watched)."""
 
     def close(self) -> None:
         """Release the vendor library; safe to call when not open."""
 
 
-def count_error(errors: dict[str, int], kind: str) -> None:
-    """Add one failed call of ``kind`` to a reading's error counts."""
-    errors[kind] = errors.get(kind, 0) + 1
-
-
-Values = Mapping[str, float]
+def tally(counts: dict[str, int], key: str) -> None:
+    """Add one to ``counts[key]`` (errors by kind, invalid values by metric)."""
+    counts[key] = counts.get(key, 0) + 1

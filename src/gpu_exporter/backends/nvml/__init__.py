@@ -1,0 +1,297 @@
+"""The NVML backend: the only code that imports ``pynvml`` (nvidia-ml-py).
+
+It initialises NVML once, discovers GPUs and MIG devices, reads the catalogue's NVML sources and
+listens for Xid events. NVML's vocabulary stops here: ``NVMLError_NotSupported`` and a missing
+symbol become an absent sample remembered per (device, call) and logged once;
+``NVMLError_GpuIsLost`` becomes :class:`DeviceLost`; ``NVMLLibraryMismatchError`` (not an
+``NVMLError``!) is treated like a missing function; init failures become
+:class:`BackendUnavailable` with a hint a human can act on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pynvml
+
+from gpu_exporter.backends.base import (
+    BackendUnavailable,
+    DeviceIdentity,
+    DeviceLost,
+    DeviceReading,
+    HostIdentity,
+    MigIdentity,
+    XidTally,
+    tally,
+)
+from gpu_exporter.backends.nvml.events import XidListener
+from gpu_exporter.backends.nvml.readers import ARG_READERS, ERROR_KINDS, STRUCT_READERS, Handle, Raw, text
+from gpu_exporter.catalogue import MetricSpec, NvmlSource, scaled
+from gpu_exporter.sanity import drop_inconsistent, plausible
+
+log = logging.getLogger(__name__)
+
+# Init failures → (reason, what the operator should do).
+_INIT_HINTS: dict[int, tuple[str, str]] = {
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
+        "library_not_found",
+        "libnvidia-ml.so.1 not found: install the NVIDIA driver, or in a container run with the NVIDIA "
+        "container toolkit (docker --gpus all, or runtimeClassName: nvidia on Kubernetes)",
+    ),
+    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
+        "driver_not_loaded",
+        "the NVIDIA kernel driver is not loaded: check 'lsmod | grep nvidia' and dmesg, then load it "
+        "(modprobe nvidia) or reinstall the driver",
+    ),
+    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
+        "version_mismatch",
+        "libnvidia-ml.so.1 and the loaded kernel module are different driver versions (usually after a "
+        "driver upgrade): reboot, or reload the nvidia kernel modules",
+    ),
+    pynvml.NVML_ERROR_NO_PERMISSION: (
+        "no_permission",
+        "no permission to open /dev/nvidia*: run as root or as a member of the group owning /dev/nvidiactl; "
+        "in a container, expose the devices (docker --gpus all, or the NVIDIA device plugin)",
+    ),
+}
+
+
+class NvmlBackend:
+    """GPU samples through NVML. ``open``, ``discover`` and ``read`` run on sampler threads (NVML
+    is thread-safe); handles are swapped as whole dicts, so a read never sees a half-built map."""
+
+    name = "nvml"
+
+    def __init__(self) -> None:
+        self._handles: dict[str, Handle] = {}  # GPU uuid → handle
+        self._mig_handles: dict[tuple[str, int], Handle] = {}  # (GPU uuid, MIG slot) → handle
+        self._skip: set[tuple[str, str, str]] = set()  # (uuid, call, selector) unsupported or missing
+        self._logged: set[tuple[str, str]] = set()  # (uuid, call) already logged as unsupported
+        self._memo_lock = threading.Lock()
+        self._listener: XidListener | None = None
+        self._watch_events = False
+        self._open = False
+
+    def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
+        """``nvmlInit``, then discovery (``nvmlDeviceGetCount``, handles, MIG devices), then events."""
+        self._init()
+        self._open = True
+        self._watch_events = watch_events
+        with self._memo_lock:
+            self._skip.clear()
+            self._logged.clear()
+        host = HostIdentity(
+            driver_version=self._system(pynvml.nvmlSystemGetDriverVersion),
+            cuda_version=self._cuda_version(),
+            nvml_version=self._system(pynvml.nvmlSystemGetNVMLVersion),
+        )
+        try:
+            devices = self.discover()
+        except BackendUnavailable:
+            self.close()
+            raise
+        return host, devices
+
+    def _init(self) -> None:
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as err:
+            reason, hint = _INIT_HINTS.get(err.value, ("init_failed", f"nvmlInit failed: {err}"))
+            raise BackendUnavailable(reason, hint) from err
+
+    def discover(self) -> Sequence[DeviceIdentity]:
+        """Enumerate GPUs by index; a GPU that cannot be opened is logged and left out."""
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as err:
+            raise BackendUnavailable("device_count_failed", f"nvmlDeviceGetCount failed: {err}") from err
+        handles: dict[str, Handle] = {}
+        mig_handles: dict[tuple[str, int], Handle] = {}
+        devices = []
+        for index in range(count):
+            try:
+                devices.append(self._discover(index, handles, mig_handles))
+            except pynvml.NVMLError as err:
+                log.error("GPU %d could not be opened and is not monitored: %s", index, err)
+        changed = set(handles) != set(self._handles)
+        self._handles, self._mig_handles = handles, mig_handles
+        if self._watch_events and (changed or self._listener is None):
+            self._restart_listener()
+        return devices
+
+    def _restart_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        self._listener = XidListener(self._handles)
+        self._listener.start()
+
+    def _system(self, call: Callable[[], Any]) -> str:
+        try:
+            return text(call())
+        except pynvml.NVMLError:
+            return ""
+
+    def _cuda_version(self) -> str:
+        try:
+            version = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        except pynvml.NVMLError:
+            return ""
+        return f"{version // 1000}.{version % 1000 // 10}"
+
+    def _discover(
+        self, index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str, int], Handle]
+    ) -> DeviceIdentity:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        uuid = text(pynvml.nvmlDeviceGetUUID(handle))
+        handles[uuid] = handle
+
+        def identity(call: Callable[[Handle], Any]) -> str:
+            try:
+                return text(call(handle))
+            except pynvml.NVMLError:
+                return ""
+
+        mig_mode, migs = self._discover_migs(uuid, handle, mig_handles)
+        return DeviceIdentity(
+            index=index,
+            uuid=uuid,
+            name=identity(pynvml.nvmlDeviceGetName),
+            pci_bus_id=identity(lambda h: pynvml.nvmlDeviceGetPciInfo(h).busId),
+            serial=identity(pynvml.nvmlDeviceGetSerial),
+            vbios_version=identity(pynvml.nvmlDeviceGetVbiosVersion),
+            board_part_number=identity(pynvml.nvmlDeviceGetBoardPartNumber),
+            minor_number=identity(pynvml.nvmlDeviceGetMinorNumber),
+            mig_mode=mig_mode,
+            migs=migs,
+        )
+
+    def _discover_migs(
+        self, uuid: str, handle: Handle, mig_handles: dict[tuple[str, int], Handle]
+    ) -> tuple[str, tuple[MigIdentity, ...]]:
+        """``nvmlDeviceGetMigMode`` then each ``nvmlDeviceGetMigDeviceHandleByIndex`` slot."""
+        try:
+            current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+        except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+            return "", ()
+        if current != pynvml.NVML_DEVICE_MIG_ENABLE:
+            return "disabled", ()
+        migs: list[MigIdentity] = []
+        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+            try:
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            except pynvml.NVMLError_NotFound:
+                continue
+            name = text(pynvml.nvmlDeviceGetName(mig))
+            # Drivers name MIG devices "<GPU name> MIG <profile>", e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
+            profile = name.rpartition(" MIG ")[2] if " MIG " in name else ""
+            mig_handles[(uuid, len(migs))] = mig
+            migs.append(
+                MigIdentity(
+                    gpu_instance=int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
+                    compute_instance=int(pynvml.nvmlDeviceGetComputeInstanceId(mig)),
+                    profile=profile,
+                    uuid=text(pynvml.nvmlDeviceGetUUID(mig)),
+                    name=name,
+                )
+            )
+        return "enabled", tuple(migs)
+
+    def read(self, device: DeviceIdentity, specs: Sequence[MetricSpec], cycle: int) -> DeviceReading:
+        """Read every due spec of one GPU, then the per-instance specs of each of its MIG devices."""
+        handle = self._handles.get(device.uuid)
+        if handle is None:
+            raise DeviceLost(f"{device.uuid} is no longer enumerated by NVML")
+        reading = DeviceReading()
+        due = [spec for spec in specs if spec.nvml is not None and cycle % spec.every == 0]
+        self._read_into(reading.values, handle, device.uuid, due, reading)
+        mig_specs = [spec for spec in due if spec.mig]
+        for slot, mig in enumerate(device.migs):
+            mig_handle = self._mig_handles.get((device.uuid, slot))
+            if mig_handle is None:
+                continue
+            values: dict[str, float] = {}
+            self._read_into(values, mig_handle, mig.uuid, mig_specs, reading)
+            reading.mig_values[slot] = values
+        return reading
+
+    def _read_into(
+        self, out: dict[str, float], handle: Handle, uuid: str, specs: Sequence[MetricSpec], reading: DeviceReading
+    ) -> None:
+        structs: dict[str, Raw | Exception] = {}
+        for spec in specs:
+            source = spec.nvml
+            assert source is not None  # filtered by read()
+            raw = self._query(handle, uuid, source, structs, reading.errors)
+            if raw is None:
+                continue
+            value = scaled(raw, source.scale)
+            if plausible(spec, raw, value):
+                out[spec.key] = value
+            else:
+                tally(reading.invalid, spec.name)
+                log.debug("%s %s: implausible raw value %r dropped", uuid, spec.key, raw)
+        drop_inconsistent(out, reading.invalid)
+
+    def _query(
+        self, handle: Handle, uuid: str, source: NvmlSource, structs: dict[str, Raw | Exception], errors: dict[str, int]
+    ) -> float | None:
+        """One raw value, or None when absent. Raises DeviceLost when NVML says the GPU is lost."""
+        key = (uuid, source.call, source.selector)
+        if key in self._skip:
+            return None
+        try:
+            if source.call in STRUCT_READERS:
+                if source.call not in structs:
+                    try:
+                        structs[source.call] = STRUCT_READERS[source.call](handle)
+                    except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
+                        structs[source.call] = err
+                result = structs[source.call]
+                if isinstance(result, Exception):
+                    raise result
+                value = result.get(source.selector)
+                return None if value is None else float(value)
+            return float(ARG_READERS[source.call](handle, source.selector))
+        except pynvml.NVMLError_GpuIsLost as err:
+            raise DeviceLost(f"{uuid}: {err}") from err
+        except (
+            pynvml.NVMLError_NotSupported,
+            pynvml.NVMLError_FunctionNotFound,
+            pynvml.NVMLLibraryMismatchError,
+        ) as err:
+            self._remember_unsupported(key, err)
+            return None
+        except pynvml.NVMLError as err:
+            tally(errors, ERROR_KINDS.get(err.value, "unknown"))
+            log.debug("%s %s(%s) failed: %s", uuid, source.call, source.selector, err)
+            return None
+
+    def _remember_unsupported(self, key: tuple[str, str, str], err: Exception) -> None:
+        uuid, call, _selector = key
+        with self._memo_lock:
+            self._skip.add(key)
+            if (uuid, call) in self._logged:
+                return
+            self._logged.add((uuid, call))
+        what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
+        log.info("%s: %s is %s; not asked again until restart", uuid, call, what)
+
+    def events(self) -> dict[str, XidTally]:
+        """Xid and ECC event counts by GPU uuid."""
+        return self._listener.tallies() if self._listener is not None else {}
+
+    def close(self) -> None:
+        """Stop the event listener, then ``nvmlShutdown`` once per successful ``open``."""
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        if not self._open:
+            return
+        self._open = False
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as err:
+            log.debug("nvmlShutdown failed: %s", err)

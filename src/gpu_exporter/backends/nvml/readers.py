@@ -1,0 +1,193 @@
+"""How each catalogue NVML source is read: one reader per pynvml call, returning raw NVML units.
+
+Struct readers serve every selector of a call from one NVML call per device and cycle; argument
+readers make one NVML call per selector (a clock type, a violation policy, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pynvml
+
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS
+
+_THRESHOLDS = {
+    "slowdown": pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+    "shutdown": pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+    "max_operating": pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
+}
+_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
+_PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}
+_FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP}
+_VIOLATIONS = {
+    "power": pynvml.NVML_PERF_POLICY_POWER,
+    "thermal": pynvml.NVML_PERF_POLICY_THERMAL,
+    "sync_boost": pynvml.NVML_PERF_POLICY_SYNC_BOOST,
+    "board_limit": pynvml.NVML_PERF_POLICY_BOARD_LIMIT,
+    "low_utilization": pynvml.NVML_PERF_POLICY_LOW_UTILIZATION,
+    "reliability": pynvml.NVML_PERF_POLICY_RELIABILITY,
+}
+_ECC = {
+    f"{kind}_{counter}": (error_type, counter_type)
+    for kind, error_type in (
+        ("corrected", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+        ("uncorrected", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
+    )
+    for counter, counter_type in (("volatile", pynvml.NVML_VOLATILE_ECC), ("aggregate", pynvml.NVML_AGGREGATE_ECC))
+}
+_RETIREMENT_CAUSES = {
+    "multiple_single_bit": pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+    "double_bit": pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+}
+_PSTATE_UNKNOWN = 32
+
+# NVML error codes → the ``kind`` label of gpu_exporter_sample_errors_total.
+ERROR_KINDS: dict[int, str] = {
+    getattr(pynvml, name): name.removeprefix("NVML_ERROR_").lower()
+    for name in dir(pynvml)
+    if name.startswith("NVML_ERROR_") and isinstance(getattr(pynvml, name), int)
+}
+
+Handle = Any  # a ctypes pointer owned by pynvml
+Raw = dict[str, float | None]
+
+
+def text(value: object) -> str:
+    """pynvml returns identity strings as str or bytes depending on the call and version."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _field_value(entry: Any) -> float:
+    """Decode one ``nvmlFieldValue_t`` union by its ``valueType``; raise its ``nvmlReturn``."""
+    if entry.nvmlReturn != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(entry.nvmlReturn)
+    member = {
+        pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+    }.get(entry.valueType, "ullVal")
+    return float(getattr(entry.value, member))
+
+
+def _memory(handle: Handle) -> Raw:
+    """``nvmlDeviceGetMemoryInfo_v2`` (bytes; ``used`` excludes reserved), else v1 without reserved."""
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+        return {"total": info.total, "used": info.used, "free": info.free, "reserved": info.reserved}
+    except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_ArgumentVersionMismatch):
+        # Drivers before R510: v1 only, whose ``used`` includes the reserved memory.
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return {"total": info.total, "used": info.used, "free": info.free, "reserved": None}
+
+
+def _bar1(handle: Handle) -> Raw:
+    info = pynvml.nvmlDeviceGetBAR1MemoryInfo(handle)
+    return {"total": info.bar1Total, "used": info.bar1Used}
+
+
+def _utilization(handle: Handle) -> Raw:
+    rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    return {"gpu": rates.gpu, "memory": rates.memory}
+
+
+def _pstate(handle: Handle) -> Raw:
+    state = pynvml.nvmlDeviceGetPerformanceState(handle)
+    return {"": None if state == _PSTATE_UNKNOWN else state}
+
+
+def _clock_events(handle: Handle) -> Raw:
+    """``nvmlDeviceGetCurrentClocksEventReasons`` (driver ≥ 535), else the older ThrottleReasons name."""
+    try:
+        mask = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    except pynvml.NVMLError_FunctionNotFound:
+        mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+    return {reason: 1 if int(mask) & bit else 0 for reason, bit in CLOCK_EVENT_REASONS}
+
+
+def _ecc_mode(handle: Handle) -> Raw:
+    current, _pending = pynvml.nvmlDeviceGetEccMode(handle)
+    return {"current": current}
+
+
+def _remapped_rows(handle: Handle) -> Raw:
+    correctable, uncorrectable, pending, failure = pynvml.nvmlDeviceGetRemappedRows(handle)
+    return {"correctable": correctable, "uncorrectable": uncorrectable, "pending": pending, "failure": failure}
+
+
+def _single(call: Callable[[Handle], Any]) -> Callable[[Handle], Raw]:
+    return lambda handle: {"": call(handle)}
+
+
+def _first(call: Callable[[Handle], Sequence[Any]]) -> Callable[[Handle], Raw]:
+    """Encoder/decoder utilisation return ``[percent, sampling period µs]``."""
+    return lambda handle: {"": call(handle)[0]}
+
+
+# Calls that return several values at once: read once per device per cycle, every selector served.
+STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
+    "nvmlDeviceGetMemoryInfo": _memory,
+    "nvmlDeviceGetBAR1MemoryInfo": _bar1,
+    "nvmlDeviceGetUtilizationRates": _utilization,
+    "nvmlDeviceGetEncoderUtilization": _first(pynvml.nvmlDeviceGetEncoderUtilization),
+    "nvmlDeviceGetDecoderUtilization": _first(pynvml.nvmlDeviceGetDecoderUtilization),
+    "nvmlDeviceGetFanSpeed": _single(pynvml.nvmlDeviceGetFanSpeed),
+    "nvmlDeviceGetPowerUsage": _single(pynvml.nvmlDeviceGetPowerUsage),
+    "nvmlDeviceGetEnforcedPowerLimit": _single(pynvml.nvmlDeviceGetEnforcedPowerLimit),
+    "nvmlDeviceGetPowerManagementDefaultLimit": _single(pynvml.nvmlDeviceGetPowerManagementDefaultLimit),
+    "nvmlDeviceGetTotalEnergyConsumption": _single(pynvml.nvmlDeviceGetTotalEnergyConsumption),
+    "nvmlDeviceGetPerformanceState": _pstate,
+    "nvmlDeviceGetCurrPcieLinkGeneration": _single(pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
+    "nvmlDeviceGetMaxPcieLinkGeneration": _single(pynvml.nvmlDeviceGetMaxPcieLinkGeneration),
+    "nvmlDeviceGetCurrPcieLinkWidth": _single(pynvml.nvmlDeviceGetCurrPcieLinkWidth),
+    "nvmlDeviceGetMaxPcieLinkWidth": _single(pynvml.nvmlDeviceGetMaxPcieLinkWidth),
+    "nvmlDeviceGetPcieReplayCounter": _single(pynvml.nvmlDeviceGetPcieReplayCounter),
+    "nvmlDeviceGetCurrentClocksEventReasons": _clock_events,
+    "nvmlDeviceGetEccMode": _ecc_mode,
+    "nvmlDeviceGetRemappedRows": _remapped_rows,
+    "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
+}
+
+# Calls that take the selector as an argument: one NVML call per (call, selector).
+ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
+    "nvmlDeviceGetTemperature": lambda h, _s: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+    "nvmlDeviceGetTemperatureThreshold": lambda h, s: pynvml.nvmlDeviceGetTemperatureThreshold(h, _THRESHOLDS[s]),
+    "nvmlDeviceGetFieldValues": lambda h, s: _field_value(pynvml.nvmlDeviceGetFieldValues(h, [_FIELD_IDS[s]])[0]),
+    "nvmlDeviceGetClockInfo": lambda h, s: pynvml.nvmlDeviceGetClockInfo(h, _CLOCKS[s]),
+    "nvmlDeviceGetMaxClockInfo": lambda h, s: pynvml.nvmlDeviceGetMaxClockInfo(h, _CLOCKS[s]),
+    "nvmlDeviceGetPcieThroughput": lambda h, s: pynvml.nvmlDeviceGetPcieThroughput(h, _PCIE_COUNTERS[s]),
+    "nvmlDeviceGetViolationStatus": lambda h, s: pynvml.nvmlDeviceGetViolationStatus(h, _VIOLATIONS[s]).violationTime,
+    "nvmlDeviceGetTotalEccErrors": lambda h, s: pynvml.nvmlDeviceGetTotalEccErrors(h, *_ECC[s]),
+    "nvmlDeviceGetRetiredPages": lambda h, s: len(pynvml.nvmlDeviceGetRetiredPages(h, _RETIREMENT_CAUSES[s])),
+}
+
+
+def supported_calls() -> frozenset[tuple[str, str]]:
+    """Every (call, selector) this backend can read; a test checks the catalogue against it."""
+    selectors: dict[str, tuple[str, ...]] = {
+        "nvmlDeviceGetTemperature": ("gpu",),
+        "nvmlDeviceGetTemperatureThreshold": tuple(_THRESHOLDS),
+        "nvmlDeviceGetFieldValues": tuple(_FIELD_IDS),
+        "nvmlDeviceGetClockInfo": tuple(_CLOCKS),
+        "nvmlDeviceGetMaxClockInfo": tuple(_CLOCKS),
+        "nvmlDeviceGetPcieThroughput": tuple(_PCIE_COUNTERS),
+        "nvmlDeviceGetMemoryInfo": ("total", "used", "free", "reserved"),
+        "nvmlDeviceGetBAR1MemoryInfo": ("total", "used"),
+        "nvmlDeviceGetUtilizationRates": ("gpu", "memory"),
+        "nvmlDeviceGetCurrentClocksEventReasons": tuple(reason for reason, _ in CLOCK_EVENT_REASONS),
+        "nvmlDeviceGetViolationStatus": tuple(_VIOLATIONS),
+        "nvmlDeviceGetEccMode": ("current",),
+        "nvmlDeviceGetTotalEccErrors": tuple(_ECC),
+        "nvmlDeviceGetRemappedRows": ("correctable", "uncorrectable", "pending", "failure"),
+        "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),
+    }
+    return frozenset(
+        (call, selector) for call in (*STRUCT_READERS, *ARG_READERS) for selector in selectors.get(call, ("",))
+    )

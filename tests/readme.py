@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import sys
 
-from gpu_exporter.catalogue import COLLECTORS, IDENTITY_METRICS, METRICS, MIG_LABELS, SELF_METRICS, FixedMetric
+from gpu_exporter.catalogue import (
+    COLLECTORS,
+    EVENT_METRICS,
+    FAMILIES,
+    IDENTITY_METRICS,
+    MIG_LABELS,
+    SELF_METRICS,
+    FixedMetric,
+)
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
 from tests.harness import REPO
 
@@ -26,21 +34,30 @@ def flag_table() -> str:
     return "\n".join(rows)
 
 
-def _fixed_row(metric: FixedMetric) -> str:
+def _fixed_row(metric: FixedMetric, collector: str = "—") -> str:
     labels = ", ".join(f"`{label}`" for label in metric.labels) or "—"
-    return f"| `{metric.name}` | {metric.kind} | {metric.unit or '—'} | {labels} | — | {metric.help} |"
+    return f"| `{metric.name}` | {metric.kind} | {metric.unit or '—'} | {labels} | {collector} | {metric.help} |"
 
 
 def metric_table() -> str:
     rows = ["| Metric | Type | Unit | Labels | Collector | Meaning and source |", "|---|---|---|---|---|---|"]
     rows += [_fixed_row(metric) for metric in IDENTITY_METRICS]
-    for spec in METRICS:
-        labels = "`gpu`, `uuid`" + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)"
-                                     if spec.mig else "")  # fmt: skip
+    for name, family in FAMILIES.items():
+        spec = family[0]
+        variant = "".join(
+            f", `{label}` ({' · '.join(dict.fromkeys(dict(row.variant)[label] for row in family))})"
+            for label, _ in spec.variant
+        )
+        labels = (
+            "`gpu`, `uuid`"
+            + variant
+            + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
+        )
         cadence = f" Read every {spec.every} cycles (an expensive call)." if spec.every > 1 else ""
         rows.append(
-            f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
+            f"| `{name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
         )
+    rows += [_fixed_row(metric, "xid") for metric in EVENT_METRICS]
     rows += [_fixed_row(metric) for metric in SELF_METRICS]
     return "\n".join(rows)
 

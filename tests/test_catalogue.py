@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from gpu_exporter.backends.nvml import supported_calls
-from gpu_exporter.catalogue import BY_NAME, METRICS, UNIT_SUFFIXES, DcgmSource, NvmlSource, scaled
+from gpu_exporter.backends.nvml.readers import supported_calls
+from gpu_exporter.catalogue import BY_KEY, FAMILIES, METRICS, UNIT_SUFFIXES, DcgmSource, NvmlSource, scaled
 
 REQUIRED = [
     "gpu_utilization_ratio",
@@ -41,11 +41,14 @@ REQUIRED = [
 
 
 def test_required_names_are_in_the_catalogue() -> None:
-    assert sorted(set(REQUIRED) - set(BY_NAME)) == []
+    assert sorted(set(REQUIRED) - set(BY_KEY)) == []
 
 
-def test_names_are_unique() -> None:
-    assert len(BY_NAME) == len(METRICS)
+def test_keys_are_unique_and_families_agree() -> None:
+    assert len(BY_KEY) == len(METRICS)
+    for name, rows in FAMILIES.items():
+        assert len({(row.kind, row.unit, row.collector, row.help, row.mig) for row in rows}) == 1, name
+        assert len({tuple(label for label, _ in row.variant) for row in rows}) == 1, name
     compat = [spec.compat_name for spec in METRICS if spec.compat_name]
     assert len(compat) == len(set(compat))
 
@@ -76,7 +79,9 @@ def test_help_names_the_source(spec: object) -> None:
     if spec.nvml is not None:
         assert spec.nvml.call in spec.help
     if spec.dcgm is not None:
-        assert f"DCGM field {spec.dcgm.field_id}" in spec.help
+        assert f"DCGM field {spec.dcgm.field_id}" in spec.help or (
+            spec.variant and str(spec.dcgm.field_id) in spec.help.partition("DCGM fields")[2]
+        )
     assert spec.nvml or spec.dcgm or spec.derived_from
 
 
@@ -106,7 +111,7 @@ def test_every_nvml_source_has_a_reader() -> None:
     ],
 )
 def test_nvml_conversion_to_base_units(name: str, raw: float, expected: float) -> None:
-    spec = BY_NAME[name]
+    spec = BY_KEY[name]
     assert spec.nvml is not None
     assert scaled(raw, spec.nvml.scale) == expected  # exactly: the nearest float to the decimal value
 
@@ -121,17 +126,17 @@ def test_nvml_conversion_to_base_units(name: str, raw: float, expected: float) -
     ],
 )
 def test_dcgm_conversion_to_base_units(name: str, raw: float, expected: float) -> None:
-    spec = BY_NAME[name]
+    spec = BY_KEY[name]
     assert isinstance(spec.dcgm, DcgmSource)
     assert scaled(raw, spec.dcgm.scale) == expected
 
 
 def test_compat_scale_inverts_to_dcgm_exporter_units() -> None:
     # dcgm-exporter shows MiB, %, MHz, mJ: base value × compat_scale gives those back.
-    assert scaled(1073741824, BY_NAME["gpu_memory_used_bytes"].compat_scale) == 1024
-    assert scaled(0.97, BY_NAME["gpu_utilization_ratio"].compat_scale) == pytest.approx(97)
-    assert scaled(1.98e9, BY_NAME["gpu_sm_clock_hertz"].compat_scale) == 1980
-    assert scaled(5.0, BY_NAME["gpu_energy_joules_total"].compat_scale) == 5000
+    assert scaled(1073741824, BY_KEY["gpu_memory_used_bytes"].compat_scale) == 1024
+    assert scaled(0.97, BY_KEY["gpu_utilization_ratio"].compat_scale) == pytest.approx(97)
+    assert scaled(1.98e9, BY_KEY["gpu_sm_clock_hertz"].compat_scale) == 1980
+    assert scaled(5.0, BY_KEY["gpu_energy_joules_total"].compat_scale) == 5000
 
 
 def test_nvml_source_default_scale_is_identity() -> None:

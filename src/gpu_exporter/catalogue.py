@@ -564,6 +564,14 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "Failed vendor calls by NVML error kind since start (the value is left out; unsupported is not an error).",
     ),
     FixedMetric(
+        "gpu_exporter_invalid_values_total",
+        "counter",
+        "",
+        ("field",),
+        "Values dropped as physically implausible (driver sentinels, beyond physical bounds, used above total), "
+        "by metric.",
+    ),
+    FixedMetric(
         "gpu_exporter_device_read_duration_seconds",
         "gauge",
         "seconds",

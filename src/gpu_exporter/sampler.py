@@ -49,6 +49,7 @@ class _DeviceState:
     integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
     slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (value, finished_at)
     seen: Result | None = None
+    lost: bool = False  # the last read said the GPU is lost
     vanished: bool = False  # no longer enumerated by the driver
 
 
@@ -189,9 +190,7 @@ class Sampler:
         )  # fmt: skip
 
     def _needs_rediscovery(self) -> bool:
-        return any(
-            state.vanished or (state.seen is not None and state.seen.reading is None) for state in self._states.values()
-        )
+        return any(state.vanished or state.lost for state in self._states.values())
 
     def _try_rediscover(self, now: float) -> None:
         if not self._discover_backoff.due(now):
@@ -234,9 +233,13 @@ class Sampler:
             return DeviceView(worker.device, up=not state.vanished, values={}, stalled=stalled)
         new = result is not state.seen
         state.seen = result
+        if new and (result.reading is None) != state.lost:
+            state.lost = result.reading is None
+            if state.lost:
+                log.error("GPU %d lost: %s", worker.device.index, result.error)
+            else:
+                log.info("GPU %d (%s) answers again", worker.device.index, worker.device.uuid)
         if result.reading is None or state.vanished:
-            if new and result.reading is None:
-                log.warning("GPU %d lost: %s", worker.device.index, result.error)
             state.busy_seconds = state.integrated_at = None  # a lost GPU's busy time restarts with it
             state.slow.clear()
             return DeviceView(worker.device, up=False, values={}, stalled=stalled, read_seconds=result.seconds)

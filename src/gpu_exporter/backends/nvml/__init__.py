@@ -68,6 +68,7 @@ class NvmlBackend:
     def __init__(self) -> None:
         self._handles: dict[str, Handle] = {}  # GPU uuid → handle
         self._mig_handles: dict[tuple[str, int], Handle] = {}  # (GPU uuid, MIG slot) → handle
+        self._by_index: dict[int, DeviceIdentity] = {}  # last discovery, for GPUs lost since
         self._skip: set[tuple[str, str, str]] = set()  # (uuid, call, selector) unsupported or missing
         self._logged: set[tuple[str, str]] = set()  # (uuid, call) already logged as unsupported
         self._memo_lock = threading.Lock()
@@ -103,7 +104,8 @@ class NvmlBackend:
             raise BackendUnavailable(reason, hint) from err
 
     def discover(self) -> Sequence[DeviceIdentity]:
-        """Enumerate GPUs by index; a GPU that cannot be opened is logged and left out."""
+        """Enumerate GPUs by index. A GPU that cannot be opened now (lost) but was known at that
+        index keeps its identity and handle, so it stays "lost" rather than "vanished"."""
         try:
             count = pynvml.nvmlDeviceGetCount()
         except pynvml.NVMLError as err:
@@ -115,9 +117,16 @@ class NvmlBackend:
             try:
                 devices.append(self._discover(index, handles, mig_handles))
             except pynvml.NVMLError as err:
-                log.error("GPU %d could not be opened and is not monitored: %s", index, err)
+                known = self._by_index.get(index)
+                if known is None:
+                    log.error("GPU %d could not be opened and is not monitored yet: %s", index, err)
+                    continue
+                devices.append(known)
+                handles[known.uuid] = self._handles[known.uuid]
+                mig_handles.update({key: h for key, h in self._mig_handles.items() if key[0] == known.uuid})
         changed = set(handles) != set(self._handles)
         self._handles, self._mig_handles = handles, mig_handles
+        self._by_index = {device.index: device for device in devices}
         if self._watch_events and (changed or self._listener is None):
             self._restart_listener()
         return devices

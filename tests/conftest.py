@@ -1,0 +1,22 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakenvml.build import BuildError, build
+
+
+@pytest.fixture(scope="session")
+def fakenvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the fake ``libnvidia-ml.so.1``, built once per session.
+
+    Point a new process at it with ``LD_LIBRARY_PATH`` and describe the GPUs in the file named by
+    ``FAKE_NVML_SCENARIO`` (format: ``tests/fakenvml/README.md``).
+    """
+    try:
+        return build(tmp_path_factory.mktemp("fakenvml"))
+    except BuildError as exc:
+        pytest.fail(f"fakenvml: {exc}", pytrace=False)

@@ -1,0 +1,410 @@
+/*
+ * Part of gpu-exporter's test fake of libnvidia-ml.so.1 (see README.md in this folder).
+ *
+ * This file is compiled against NVIDIA's nvml.h, installed at build time from the PyPI wheel
+ * nvidia-nvml-dev (never copied into this repository). That header asks that its notice be
+ * included in the internal comments of code using it; here it is, verbatim:
+ *
+ * Copyright 1993-2026 NVIDIA Corporation.  All rights reserved.
+ *
+ * NOTICE TO USER:
+ *
+ * This source code is subject to NVIDIA ownership rights under U.S. and
+ * international Copyright laws.  Users and possessors of this source code
+ * are hereby granted a nonexclusive, royalty-free license to use this code
+ * in individual and commercial software.
+ *
+ * NVIDIA MAKES NO REPRESENTATION ABOUT THE SUITABILITY OF THIS SOURCE
+ * CODE FOR ANY PURPOSE.  IT IS PROVIDED "AS IS" WITHOUT EXPRESS OR
+ * IMPLIED WARRANTY OF ANY KIND.  NVIDIA DISCLAIMS ALL WARRANTIES WITH
+ * REGARD TO THIS SOURCE CODE, INCLUDING ALL IMPLIED WARRANTIES OF
+ * MERCHANTABILITY, NONINFRINGEMENT, AND FITNESS FOR A PARTICULAR PURPOSE.
+ * IN NO EVENT SHALL NVIDIA BE LIABLE FOR ANY SPECIAL, INDIRECT, INCIDENTAL,
+ * OR CONSEQUENTIAL DAMAGES, OR ANY DAMAGES WHATSOEVER RESULTING FROM LOSS
+ * OF USE, DATA OR PROFITS,  WHETHER IN AN ACTION OF CONTRACT, NEGLIGENCE
+ * OR OTHER TORTIOUS ACTION,  ARISING OUT OF OR IN CONNECTION WITH THE USE
+ * OR PERFORMANCE OF THIS SOURCE CODE.
+ *
+ * U.S. Government End Users.   This source code is a "commercial item" as
+ * that term is defined at  48 C.F.R. 2.101 (OCT 1995), consisting  of
+ * "commercial computer  software"  and "commercial computer software
+ * documentation" as such terms are  used in 48 C.F.R. 12.212 (SEPT 1995)
+ * and is provided to the U.S. Government only as a commercial end item.
+ * Consistent with 48 C.F.R.12.212 and 48 C.F.R. 227.7202-1 through
+ * 227.7202-4 (JUNE 1995), all U.S. Government End Users acquire the
+ * source code with only those rights set forth herein.
+ *
+ * Any use of this source code in individual and commercial software must
+ * include, in the user documentation and internal comments to the code,
+ * the above Disclaimer and U.S. Government End Users Notice.
+ */
+
+/* workload.c: running processes and their utilisation, MIG devices, NVLink, and the field-value
+ * API (memory temperature, PCIe replays, NVLink link count, throughput and error counters). */
+#include "fakenvml.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Processes                                                                                  */
+
+struct proc {
+    int k; /* the K of gpuN.process.K.* */
+    unsigned pid;
+    unsigned long long used_memory;
+};
+
+/* The processes of a GPU, in K order; used_memory is NVML_VALUE_NOT_AVAILABLE when absent,
+ * as real NVML reports it when it cannot tell. */
+static unsigned list_processes(const struct fake_call *c, struct proc out[FAKE_MAX_PROCS])
+{
+    unsigned n = 0;
+    for (int k = 0; k < FAKE_MAX_PROCS; k++) {
+        unsigned long long pid;
+        if (!(c->s->gpu[c->gpu].proc_mask & (1ull << k)) || !fake_dev_u64(c, &pid, "process.%d.pid", k))
+            continue;
+        out[n].k = k;
+        out[n].pid = (unsigned)pid;
+        if (!fake_dev_u64(c, &out[n].used_memory, "process.%d.used_memory", k))
+            out[n].used_memory = (unsigned long long)NVML_VALUE_NOT_AVAILABLE;
+        n++;
+    }
+    return n;
+}
+
+/* Two-call pattern: count 0 and a NULL array gives SUCCESS when there are none, otherwise
+ * INSUFFICIENT_SIZE and the count. Only compute processes exist in the fake. */
+static nvmlReturn_t running_processes(const struct fake_call *c, bool compute, unsigned int *infoCount,
+                                      nvmlProcessInfo_v2_t *infos_v2, nvmlProcessInfo_v1_t *infos_v1)
+{
+    REQUIRE(infoCount != NULL);
+    struct proc p[FAKE_MAX_PROCS];
+    unsigned n = compute ? list_processes(c, p) : 0;
+    if (*infoCount < n) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    REQUIRE(n == 0 || infos_v2 != NULL || infos_v1 != NULL);
+    for (unsigned i = 0; i < n; i++) {
+        if (infos_v2 != NULL)
+            infos_v2[i] = (nvmlProcessInfo_v2_t){.pid = p[i].pid,
+                                                 .usedGpuMemory = p[i].used_memory,
+                                                 .gpuInstanceId = 0xFFFFFFFFu,
+                                                 .computeInstanceId = 0xFFFFFFFFu};
+        else
+            infos_v1[i] = (nvmlProcessInfo_v1_t){.pid = p[i].pid, .usedGpuMemory = p[i].used_memory};
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                             nvmlProcessInfo_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, true, infoCount, infos, NULL);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                             nvmlProcessInfo_v2_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, true, infoCount, infos, NULL);
+}
+
+/* The legacy symbol takes the smaller v1 struct; it must not be an alias of _v3. */
+nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                          nvmlProcessInfo_v1_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, true, infoCount, NULL, infos);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, false, infoCount, infos, NULL);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_v2_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, false, infoCount, infos, NULL);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, false, infoCount, infos, NULL);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                                nvmlProcessInfo_v2_t *infos)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return running_processes(&c, false, infoCount, infos, NULL);
+}
+
+/* One fresh sample per process (lastSeenTimeStamp is ignored). pynvml's first call passes a
+ * NULL array and accepts only INSUFFICIENT_SIZE; with no processes the answer is NOT_FOUND. */
+nvmlReturn_t DECLDIR nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                     unsigned int *processSamplesCount,
+                                                     unsigned long long lastSeenTimeStamp)
+{
+    DEVICE_PROLOGUE(device, 0);
+    (void)lastSeenTimeStamp;
+    REQUIRE(processSamplesCount != NULL);
+    struct proc p[FAKE_MAX_PROCS];
+    unsigned n = list_processes(&c, p);
+    if (n == 0) {
+        *processSamplesCount = 0;
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (utilization == NULL || *processSamplesCount < n) {
+        *processSamplesCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned long long now = fake_now_us();
+    for (unsigned i = 0; i < n; i++) {
+        unsigned long long sm = 0, mem = 0, enc = 0, dec = 0;
+        fake_dev_u64(&c, &sm, "process.%d.sm_util", p[i].k);
+        fake_dev_u64(&c, &mem, "process.%d.mem_util", p[i].k);
+        fake_dev_u64(&c, &enc, "process.%d.enc_util", p[i].k);
+        fake_dev_u64(&c, &dec, "process.%d.dec_util", p[i].k);
+        utilization[i] = (nvmlProcessUtilizationSample_t){.pid = p[i].pid,
+                                                          .timeStamp = now,
+                                                          .smUtil = (unsigned)sm,
+                                                          .memUtil = (unsigned)mem,
+                                                          .encUtil = (unsigned)enc,
+                                                          .decUtil = (unsigned)dec};
+    }
+    *processSamplesCount = n;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* MIG                                                                                        */
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(currentMode != NULL && pendingMode != NULL);
+    unsigned mode;
+    nvmlReturn_t r = fake_uint(&c, &mode, "mig.mode");
+    if (r == NVML_SUCCESS)
+        *currentMode = *pendingMode = mode;
+    return r;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(count != NULL);
+    unsigned long long mode = 0;
+    fake_dev_u64(&c, &mode, "mig.mode");
+    *count = mode == 1 ? 7 : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                         nvmlDevice_t *migDevice)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(migDevice != NULL);
+    if (index >= FAKE_MAX_MIG || !(c.s->gpu[c.gpu].mig_mask & (1u << index)))
+        return NVML_ERROR_NOT_FOUND;
+    *migDevice = fake_handle(c.gpu, (int)index);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    DEVICE_PROLOGUE(device, FAKE_MIG_OK);
+    REQUIRE(isMigDevice != NULL);
+    *isMigDevice = c.mig >= 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
+{
+    DEVICE_PROLOGUE(migDevice, FAKE_MIG_OK);
+    REQUIRE(device != NULL && c.mig >= 0);
+    *device = fake_handle(c.gpu, -1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    DEVICE_PROLOGUE(device, FAKE_MIG_OK);
+    REQUIRE(id != NULL && c.mig >= 0);
+    char key[48];
+    snprintf(key, sizeof key, "mig.%d.gpu_instance_id", c.mig);
+    return fake_uint(&c, id, key);
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    DEVICE_PROLOGUE(device, FAKE_MIG_OK);
+    REQUIRE(id != NULL && c.mig >= 0);
+    char key[48];
+    snprintf(key, sizeof key, "mig.%d.compute_instance_id", c.mig);
+    return fake_uint(&c, id, key);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* NVLink                                                                                     */
+
+nvmlReturn_t DECLDIR nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(isActive != NULL && link < FAKE_MAX_LINKS);
+    unsigned long long state;
+    if (!fake_dev_u64(&c, &state, "nvlink.%u.state", link))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *isActive = state ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+static const char *nvlink_counter_key(nvmlNvLinkErrorCounter_t counter)
+{
+    switch (counter) {
+    case NVML_NVLINK_ERROR_DL_REPLAY:
+        return "replay_errors";
+    case NVML_NVLINK_ERROR_DL_RECOVERY:
+        return "recovery_errors";
+    case NVML_NVLINK_ERROR_DL_CRC_DATA:
+        return "crc_errors";
+    default:
+        return NULL;
+    }
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                     nvmlNvLinkErrorCounter_t counter, unsigned long long *counterValue)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(counterValue != NULL && link < FAKE_MAX_LINKS);
+    const char *key = nvlink_counter_key(counter);
+    if (key == NULL || !fake_dev_u64(&c, counterValue, "nvlink.%u.%s", link, key))
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Field values                                                                               */
+
+/* Per-lane NVLink error fields: L0-L5 and L6-L11 are two runs of ids, plus a _TOTAL id. */
+static bool nvlink_error_field(unsigned id, const char **key, int *link)
+{
+    static const struct {
+        unsigned l0, l6, total;
+        const char *key;
+    } k_runs[] = {
+        {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
+         NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, "crc_errors"},
+        {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
+         NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "replay_errors"},
+        {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+         NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, "recovery_errors"},
+    };
+    for (size_t i = 0; i < sizeof k_runs / sizeof k_runs[0]; i++) {
+        *key = k_runs[i].key;
+        if (id >= k_runs[i].l0 && id < k_runs[i].l0 + 6)
+            *link = (int)(id - k_runs[i].l0);
+        else if (id >= k_runs[i].l6 && id < k_runs[i].l6 + 6)
+            *link = (int)(id - k_runs[i].l6) + 6;
+        else if (id == k_runs[i].total)
+            *link = -1;
+        else
+            continue;
+        return true;
+    }
+    return false;
+}
+
+/* Sum of nvlink.L.<key> over the links the scenario mentions; false if none has the key. */
+static bool nvlink_total(const struct fake_call *c, const char *key, unsigned long long *sum)
+{
+    bool any = false;
+    *sum = 0;
+    for (int l = 0; l < FAKE_MAX_LINKS; l++) {
+        unsigned long long v;
+        if ((c->s->gpu[c->gpu].link_mask & (1ull << l)) && fake_dev_u64(c, &v, "nvlink.%d.%s", l, key)) {
+            *sum += v;
+            any = true;
+        }
+    }
+    return any;
+}
+
+static nvmlReturn_t field_value(const struct fake_call *c, nvmlFieldValue_t *f, bool is_absurd)
+{
+    unsigned long long v;
+    const char *key;
+    int link;
+    f->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    switch (f->fieldId) {
+    case NVML_FI_DEV_MEMORY_TEMP:
+        f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        if (is_absurd)
+            v = FAKE_ABSURD_TEMPERATURE;
+        else if (!fake_dev_u64(c, &v, "temperature.memory"))
+            return NVML_ERROR_NOT_SUPPORTED;
+        f->value.uiVal = (unsigned)v;
+        return NVML_SUCCESS;
+    case NVML_FI_DEV_NVLINK_LINK_COUNT: {
+        /* Links are numbered from 0, so the count is one more than the highest nvlink.L mentioned. */
+        uint64_t mask = c->s->gpu[c->gpu].link_mask;
+        if (mask == 0)
+            return NVML_ERROR_NOT_SUPPORTED;
+        f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f->value.uiVal = (unsigned)(64 - __builtin_clzll(mask));
+        return NVML_SUCCESS;
+    }
+    case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+        if (!fake_dev_u64(c, &v, "pcie.replay_counter"))
+            return NVML_ERROR_NOT_SUPPORTED;
+        break;
+    /* RAW (data + protocol overhead) reads the same keys: the fake has no protocol overhead. */
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
+        if (f->scopeId >= FAKE_MAX_LINKS || !fake_dev_u64(c, &v, "nvlink.%u.tx", f->scopeId))
+            return NVML_ERROR_NOT_SUPPORTED;
+        break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX:
+        if (f->scopeId >= FAKE_MAX_LINKS || !fake_dev_u64(c, &v, "nvlink.%u.rx", f->scopeId))
+            return NVML_ERROR_NOT_SUPPORTED;
+        break;
+    default:
+        if (!nvlink_error_field(f->fieldId, &key, &link))
+            return NVML_ERROR_NOT_SUPPORTED;
+        if (link < 0 ? !nvlink_total(c, key, &v) : !fake_dev_u64(c, &v, "nvlink.%d.%s", link, key))
+            return NVML_ERROR_NOT_SUPPORTED;
+        break;
+    }
+    f->value.ullVal = v;
+    return NVML_SUCCESS;
+}
+
+/* Every entry gets its own nvmlReturn; the call itself succeeds. */
+nvmlReturn_t DECLDIR nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(valuesCount >= 0 && (valuesCount == 0 || values != NULL));
+    unsigned long long absurd = 0;
+    fake_dev_u64(&c, &absurd, "absurd");
+    long long now = (long long)fake_now_us();
+    for (int i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *f = &values[i];
+        f->timestamp = now;
+        f->latencyUsec = 0;
+        memset(&f->value, 0, sizeof f->value);
+        f->nvmlReturn = field_value(&c, f, absurd != 0);
+    }
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,838 @@
+"""The fake libnvidia-ml.so.1 driven by the unmodified nvidia-ml-py, each case in a fresh process.
+
+The loader reads LD_LIBRARY_PATH only at process start, so every case runs ``python -c`` with the
+fake on that path, a scenario file and a trace file, and prints one JSON document as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakenvml.build import LIB_NAME
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Helpers available to every snippet. ``field`` raises like a getter, so a missing key reads the
+# same through nvmlDeviceGetFieldValues as through any other call.
+PRELUDE = """
+import ctypes, json, os, sys, threading, time
+import pynvml as nvml
+
+def err(fn, *args):
+    try:
+        fn(*args)
+    except nvml.NVMLError as exc:
+        return type(exc).__name__
+    return None
+
+def emit(value):
+    print(json.dumps(value))
+
+def rewrite(text):
+    path = os.environ["FAKE_NVML_SCENARIO"]
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+def scenario():
+    with open(os.environ["FAKE_NVML_SCENARIO"]) as f:
+        return f.read()
+
+def field(h, fid, scope=0):
+    v = nvml.nvmlDeviceGetFieldValues(h, [(fid, scope)])[0]
+    if v.nvmlReturn != nvml.NVML_SUCCESS:
+        raise nvml.NVMLError(v.nvmlReturn)
+    return v.value.uiVal if v.valueType == nvml.NVML_VALUE_TYPE_UNSIGNED_INT else v.value.ullVal
+"""
+
+
+@dataclass
+class Run:
+    """What a snippet printed (parsed), wrote to stderr, and the fake's trace lines."""
+
+    value: Any
+    stderr: str
+    trace: list[str]
+
+
+class Pynvml:
+    """Runs snippets under pynvml in a subprocess, against the fake and a scenario file."""
+
+    def __init__(self, lib_dir: Path, tmp_path: Path) -> None:
+        self.lib_dir = lib_dir
+        self.scenario = tmp_path / "scenario.txt"
+        self.trace = tmp_path / "trace.txt"
+
+    def __call__(self, scenario: str, body: str, *, init: bool = True) -> Run:
+        self.scenario.write_text(textwrap.dedent(scenario))
+        self.trace.unlink(missing_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
+        env |= {
+            "LD_LIBRARY_PATH": str(self.lib_dir),
+            "FAKE_NVML_SCENARIO": str(self.scenario),
+            "FAKE_NVML_TRACE": str(self.trace),
+        }
+        code = PRELUDE + ("nvml.nvmlInit()\n" if init else "") + textwrap.dedent(body)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        trace = self.trace.read_text().splitlines() if self.trace.exists() else []
+        return Run(json.loads(proc.stdout.splitlines()[-1]), proc.stderr, trace)
+
+
+@pytest.fixture
+def pynvml_run(fakenvml_dir: Path, tmp_path: Path) -> Pynvml:
+    return Pynvml(fakenvml_dir, tmp_path)
+
+
+def test_build_command_prints_absolute_dir_and_skips_when_up_to_date(tmp_path: Path) -> None:
+    def build() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.fakenvml.build", "out"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return proc.stdout.splitlines()[-1]
+
+    assert build() == str(tmp_path / "out")
+    lib = tmp_path / "out" / LIB_NAME
+    data = lib.read_bytes()
+    assert data[:4] == b"\x7fELF" and b"libnvidia-ml.so.1\0" in data
+    built = lib.stat().st_mtime_ns
+    assert build() == str(tmp_path / "out")
+    assert lib.stat().st_mtime_ns == built
+
+
+def test_identity_strings_defaults_and_lookups(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        # host
+        driver_version = 550.54.15
+        nvml_version = 12.550.54.15
+        cuda_driver_version = 12040
+        unknown.key = ignored
+        this line has no equals sign
+        gpu0.name = NVIDIA H100 80GB HBM3   # trailing comment
+        gpu0.uuid = GPU-6e4a1c53-1111-2222-3333-444455556666
+        gpu0.serial = 1653220012345
+        gpu0.vbios_version = 96.00.74.00.0D
+        gpu0.board_part_number = 692-2G520-0200-000
+        gpu0.pci_bus_id = 00000000:17:00.0
+        gpu0.minor_number = 5
+        gpu1.name = NVIDIA A100-SXM4-40GB
+        gpu1.name = NVIDIA A100-SXM4-80GB
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        p0, p1 = nvml.nvmlDeviceGetPciInfo(h0), nvml.nvmlDeviceGetPciInfo(h1)
+        emit({
+            "count": nvml.nvmlDeviceGetCount(),
+            "host": [nvml.nvmlSystemGetDriverVersion(), nvml.nvmlSystemGetNVMLVersion(),
+                     nvml.nvmlSystemGetCudaDriverVersion(), nvml.nvmlSystemGetCudaDriverVersion_v2()],
+            "names": [nvml.nvmlDeviceGetName(h0), nvml.nvmlDeviceGetName(h1)],
+            "uuids": [nvml.nvmlDeviceGetUUID(h0), nvml.nvmlDeviceGetUUID(h1)],
+            "strings": [nvml.nvmlDeviceGetSerial(h0), nvml.nvmlDeviceGetVbiosVersion(h0),
+                        nvml.nvmlDeviceGetBoardPartNumber(h0)],
+            "missing": [err(nvml.nvmlDeviceGetSerial, h1), err(nvml.nvmlDeviceGetVbiosVersion, h1),
+                        err(nvml.nvmlDeviceGetBoardPartNumber, h1)],
+            "pci": [p0.busId, p0.busIdLegacy, p0.domain, p0.bus, p0.device, p0.pciDeviceId, p1.busId, p1.bus],
+            "minor": [nvml.nvmlDeviceGetMinorNumber(h0), nvml.nvmlDeviceGetMinorNumber(h1)],
+            "index": [nvml.nvmlDeviceGetIndex(h0), nvml.nvmlDeviceGetIndex(h1)],
+            "by_uuid": nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(nvml.nvmlDeviceGetUUID(h1))),
+            "by_bus": [nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByPciBusId(b))
+                       for b in ("00000000:17:00.0", "0000:17:00.0", "00000000:01:00.0")],
+            "not_found": [err(nvml.nvmlDeviceGetHandleByUUID, "GPU-nope"),
+                          err(nvml.nvmlDeviceGetHandleByPciBusId, "0000:99:00.0")],
+            "bad_index": err(nvml.nvmlDeviceGetHandleByIndex, 2),
+            "error_strings": [nvml.nvmlErrorString(c) for c in (3, 9, 15, 999)],
+        })
+        """,
+    )
+    v = run.value
+    assert v["count"] == 2
+    assert v["host"] == ["550.54.15", "12.550.54.15", 12040, 12040]
+    assert v["names"] == ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"]  # last line wins
+    assert v["uuids"] == ["GPU-6e4a1c53-1111-2222-3333-444455556666", "GPU-00000000-0000-0000-0000-000000000001"]
+    assert v["strings"] == ["1653220012345", "96.00.74.00.0D", "692-2G520-0200-000"]
+    assert v["missing"] == ["NVMLError_NotSupported"] * 3
+    assert v["pci"] == ["00000000:17:00.0", "0000:17:00.0", 0, 0x17, 0, 0x233010DE, "00000000:01:00.0", 1]
+    assert v["minor"] == [5, 1]
+    assert v["index"] == [0, 1]
+    assert v["by_uuid"] == 1
+    assert v["by_bus"] == [0, 0, 1]
+    assert v["not_found"] == ["NVMLError_NotFound"] * 2
+    assert v["bad_index"] == "NVMLError_InvalidArgument"
+    assert v["error_strings"] == ["Not Supported", "Driver Not Loaded", "GPU is lost", "Unknown Error"]
+    assert "no '=' in" in run.stderr
+
+
+def test_host_defaults(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        "gpu0.name = x\n",
+        """
+        emit([nvml.nvmlSystemGetDriverVersion(), nvml.nvmlSystemGetNVMLVersion(),
+              nvml.nvmlSystemGetCudaDriverVersion()])
+        """,
+    )
+    assert run.value == ["999.99", "13.999.99", 13000]
+
+
+def test_memory_v1_includes_reserved_and_v2_does_not(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.memory.total = 1000
+        gpu0.memory.used = 300
+        gpu0.memory.reserved = 50
+        gpu1.memory.total = 1000
+        gpu1.memory.used = 300
+        gpu1.memory.free = 600
+        """,
+        """
+        out = []
+        for i in range(2):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            m1 = nvml.nvmlDeviceGetMemoryInfo(h)
+            m2 = nvml.nvmlDeviceGetMemoryInfo(h, version=nvml.nvmlMemory_v2)
+            out.append([[m1.total, m1.used, m1.free], [m2.total, m2.reserved, m2.used, m2.free]])
+        wrong = nvml.c_nvmlMemory_v2_t()
+        wrong.version = 1
+        fn = nvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+        out.append(fn(nvml.nvmlDeviceGetHandleByIndex(0), ctypes.byref(wrong)))
+        emit(out)
+        """,
+    )
+    assert run.value == [
+        [[1000, 350, 650], [1000, 50, 300, 650]],
+        [[1000, 300, 600], [1000, 0, 300, 600]],
+        25,  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    ]
+
+
+# (scenario lines for gpu0, expression over handle h, expected value). gpu1 has none of these keys,
+# so every expression must raise NVMLError_NotSupported there.
+# fmt: off
+NUMERIC_CASES: list[tuple[str, str, Any]] = [
+    ("bar1.total = 4096\nbar1.used = 1024",
+     "(lambda m: [m.bar1Total, m.bar1Used, m.bar1Free])(nvml.nvmlDeviceGetBAR1MemoryInfo(h))", [4096, 1024, 3072]),
+    ("utilization.gpu = 87\nutilization.memory = 33",
+     "(lambda u: [u.gpu, u.memory])(nvml.nvmlDeviceGetUtilizationRates(h))", [87, 33]),
+    ("utilization.encoder = 12", "nvml.nvmlDeviceGetEncoderUtilization(h)", [12, 167000]),
+    ("utilization.decoder = 7", "nvml.nvmlDeviceGetDecoderUtilization(h)", [7, 167000]),
+    ("temperature.gpu = 61", "nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)", 61),
+    ("", "nvml.nvmlDeviceGetTemperatureV(h, nvml.NVML_TEMPERATURE_GPU)", 61),
+    ("temperature.memory = 70", "field(h, nvml.NVML_FI_DEV_MEMORY_TEMP)", 70),
+    ("temperature.slowdown = 87",
+     "nvml.nvmlDeviceGetTemperatureThreshold(h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)", 87),
+    ("temperature.shutdown = 92",
+     "nvml.nvmlDeviceGetTemperatureThreshold(h, nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)", 92),
+    ("temperature.max_operating = 85",
+     "nvml.nvmlDeviceGetTemperatureThreshold(h, nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX)", 85),
+    ("fan_speed = 30", "nvml.nvmlDeviceGetFanSpeed(h)", 30),
+    ("", "nvml.nvmlDeviceGetFanSpeed_v2(h, 0)", 30),
+    ("", "nvml.nvmlDeviceGetNumFans(h)", 1),
+    ("power.usage = 312000", "nvml.nvmlDeviceGetPowerUsage(h)", 312000),
+    ("power.limit = 700000", "nvml.nvmlDeviceGetPowerManagementLimit(h)", 700000),
+    ("power.default_limit = 650000", "nvml.nvmlDeviceGetPowerManagementDefaultLimit(h)", 650000),
+    ("power.enforced_limit = 600000", "nvml.nvmlDeviceGetEnforcedPowerLimit(h)", 600000),
+    ("power.min_limit = 200000\npower.max_limit = 700000",
+     "nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)", [200000, 700000]),
+    ("energy = 123456789012", "nvml.nvmlDeviceGetTotalEnergyConsumption(h)", 123456789012),
+    ("clock.sm = 1980", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)", 1980),
+    ("clock.memory = 2619", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)", 2619),
+    ("clock.graphics = 1975", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_GRAPHICS)", 1975),
+    ("clock.video = 1545", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_VIDEO)", 1545),
+    ("", "nvml.nvmlDeviceGetClock(h, nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_ID_CURRENT)", 1980),
+    ("max_clock.sm = 1981", "nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)", 1981),
+    ("max_clock.memory = 2620", "nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM)", 2620),
+    ("max_clock.graphics = 1976", "nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_GRAPHICS)", 1976),
+    ("max_clock.video = 1546", "nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_VIDEO)", 1546),
+    ("pstate = 2", "nvml.nvmlDeviceGetPerformanceState(h)", 2),
+    ("clock_event_reasons = 68", "nvml.nvmlDeviceGetCurrentClocksEventReasons(h)", 68),
+    ("violation.power = 1001", "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_POWER).violationTime",
+     1001),
+    ("violation.thermal = 1002",
+     "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_THERMAL).violationTime", 1002),
+    ("violation.sync_boost = 1003",
+     "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_SYNC_BOOST).violationTime", 1003),
+    ("violation.board_limit = 1004",
+     "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_BOARD_LIMIT).violationTime", 1004),
+    ("violation.low_util = 1005",
+     "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_LOW_UTILIZATION).violationTime", 1005),
+    ("violation.reliability = 1006",
+     "nvml.nvmlDeviceGetViolationStatus(h, nvml.NVML_PERF_POLICY_RELIABILITY).violationTime", 1006),
+    ("pcie.tx = 1024", "nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_TX_BYTES)", 1024),
+    ("pcie.rx = 2048", "nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_RX_BYTES)", 2048),
+    ("pcie.link_gen = 4", "nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)", 4),
+    ("pcie.max_link_gen = 5", "nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)", 5),
+    ("", "nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(h)", 5),
+    ("pcie.link_width = 8", "nvml.nvmlDeviceGetCurrPcieLinkWidth(h)", 8),
+    ("pcie.max_link_width = 16", "nvml.nvmlDeviceGetMaxPcieLinkWidth(h)", 16),
+    ("pcie.replay_counter = 3", "nvml.nvmlDeviceGetPcieReplayCounter(h)", 3),
+    ("", "field(h, nvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER)", 3),
+    ("ecc.mode = 1", "nvml.nvmlDeviceGetEccMode(h)", [1, 1]),
+    ("ecc.volatile.corrected = 11",
+     "nvml.nvmlDeviceGetTotalEccErrors(h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC)", 11),
+    ("ecc.volatile.uncorrected = 12",
+     "nvml.nvmlDeviceGetTotalEccErrors(h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC)", 12),
+    ("ecc.aggregate.corrected = 13",
+     "nvml.nvmlDeviceGetTotalEccErrors(h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_AGGREGATE_ECC)", 13),
+    ("ecc.aggregate.uncorrected = 14",
+     "nvml.nvmlDeviceGetTotalEccErrors(h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC)", 14),
+    ("remapped_rows.correctable = 2\nremapped_rows.uncorrectable = 1\nremapped_rows.pending = 1\n"
+     "remapped_rows.failure = 0", "nvml.nvmlDeviceGetRemappedRows(h)", [2, 1, 1, 0]),
+    ("retired_pages.single_bit = 2",
+     "len(nvml.nvmlDeviceGetRetiredPages(h, nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS))", 2),
+    ("retired_pages.double_bit = 1",
+     "len(nvml.nvmlDeviceGetRetiredPages_v2(h, nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))", 1),
+    ("retired_pages.pending = 1", "nvml.nvmlDeviceGetRetiredPagesPendingStatus(h)", 1),
+    ("persistence_mode = 1", "nvml.nvmlDeviceGetPersistenceMode(h)", 1),
+    ("compute_mode = 3", "nvml.nvmlDeviceGetComputeMode(h)", 3),
+    ("mig.mode = 0", "nvml.nvmlDeviceGetMigMode(h)", [0, 0]),
+]
+# fmt: on
+
+
+def test_each_numeric_key_and_not_supported_when_absent(pynvml_run: Pynvml) -> None:
+    lines = [f"gpu0.{line}" for case in NUMERIC_CASES for line in case[0].splitlines()]
+    exprs = [expr for _, expr, _ in NUMERIC_CASES]
+    run = pynvml_run(
+        "\n".join([*lines, "gpu1.name = no other keys"]) + "\n",
+        f"""
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        out = []
+        for expr in {exprs!r}:
+            value = eval(expr, {{"nvml": nvml, "h": h0, "field": field}})
+            missing = err(lambda: eval(expr, {{"nvml": nvml, "h": h1, "field": field}}))
+            out.append([value, missing])
+        emit(out)
+        """,
+    )
+    for (_, expr, expected), (value, missing) in zip(NUMERIC_CASES, run.value, strict=True):
+        assert value == expected, expr
+        assert missing == "NVMLError_NotSupported", expr
+
+
+def test_cycling_values_follow_the_time_since_first_init(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.utilization.gpu = 95,95,5@0.5
+        gpu0.utilization.memory = 1
+        gpu0.temperature.gpu = 60, 70 @ 1
+        """,
+        """
+        t0 = time.monotonic()
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        def sample():
+            return [nvml.nvmlDeviceGetUtilizationRates(h).gpu, nvml.nvmlDeviceGetTemperature(h, 0)]
+        first = sample()
+        time.sleep(max(0.0, 1.25 - (time.monotonic() - t0)))
+        later = sample()
+        nvml.nvmlShutdown()
+        nvml.nvmlInit()  # re-init keeps the time base
+        emit([first, later, sample()])
+        """,
+    )
+    assert run.value == [[95, 60], [5, 70], [5, 70]]
+
+
+def test_bitmask_values_in_hex_and_supported_reasons(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.clock_event_reasons = 0x44
+        gpu1.clock_event_reasons = 0x4, 0x40 @ 1000
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        emit([nvml.nvmlDeviceGetCurrentClocksEventReasons(h0), nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h0),
+              nvml.nvmlDeviceGetCurrentClocksEventReasons(h1), nvml.nvmlDeviceGetSupportedClocksEventReasons(h0),
+              nvml.nvmlDeviceGetSupportedClocksThrottleReasons(h1)])
+        """,
+    )
+    assert run.value == [0x44, 0x44, 0x4, 0x7FF, 0x7FF]
+
+
+def test_scenario_is_reread_when_the_file_changes(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.temperature.gpu = 50
+        gpu1.temperature.gpu = 40
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        temp = lambda h: nvml.nvmlDeviceGetTemperature(h, 0)
+        out = [temp(h0)]
+        rewrite("gpu0.temperature.gpu = 51\\ngpu1.temperature.gpu = 40\\n")  # new inode
+        out.append(temp(h0))
+        path = os.environ["FAKE_NVML_SCENARIO"]
+        before = os.stat(path).st_mtime_ns
+        with open(path, "w") as f:  # same inode, same size: only the mtime tells
+            f.write("gpu0.temperature.gpu = 52\\ngpu1.temperature.gpu = 40\\n")
+        os.utime(path, ns=(before + 5_000_000, before + 5_000_000))
+        out.append(temp(h0))
+        rewrite("gpu0.temperature.gpu = 53\\n")  # gpu1 vanishes
+        out += [temp(h0), err(temp, h1), nvml.nvmlDeviceGetCount(), err(nvml.nvmlDeviceGetHandleByIndex, 1)]
+        rewrite("device_count = 2\\ngpu0.temperature.gpu = 54\\n")  # back, with no keys of its own
+        out += [err(temp, h1), nvml.nvmlDeviceGetCount()]
+        rewrite("device_count = 1\\ngpu0.temperature.gpu = 54\\ngpu1.temperature.gpu = 41\\n")
+        out += [err(temp, h1)]
+        emit(out)
+        """,
+    )
+    assert run.value == [
+        50, 51, 52,
+        53, "NVMLError_GpuIsLost", 1, "NVMLError_InvalidArgument",
+        "NVMLError_NotSupported", 2,
+        "NVMLError_GpuIsLost",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("DRIVER_NOT_LOADED", "NVMLError_DriverNotLoaded"),
+        ("LIB_RM_VERSION_MISMATCH", "NVMLError_LibRmVersionMismatch"),
+        ("NVML_ERROR_NO_PERMISSION", "NVMLError_NoPermission"),
+        ("9", "NVMLError_DriverNotLoaded"),
+    ],
+)
+def test_init_error_fails_every_init(pynvml_run: Pynvml, value: str, error: str) -> None:
+    run = pynvml_run(
+        f"init.error = {value}\ngpu0.name = x\n",
+        """
+        first = err(nvml.nvmlInit)
+        lib = nvml.nvmlLib  # loaded by the failed attempt
+        emit([first, lib.nvmlInit(), lib.nvmlInit_v2(), lib.nvmlInitWithFlags(0), err(nvml.nvmlDeviceGetCount)])
+        """,
+        init=False,
+    )
+    code = {"NVMLError_DriverNotLoaded": 9, "NVMLError_LibRmVersionMismatch": 18, "NVMLError_NoPermission": 4}[error]
+    assert run.value == [error, code, code, code, "NVMLError_Uninitialized"]
+
+
+def test_uninitialized_and_refcounted_init(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        "gpu0.name = x\n",
+        """
+        lib = nvml.nvmlLib
+        count = ctypes.c_uint()
+        nvml.nvmlInit()
+        nvml.nvmlShutdown()
+        still = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))
+        nvml.nvmlShutdown()
+        emit([still, lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), lib.nvmlShutdown(),
+              lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(ctypes.c_void_p()))])
+        """,
+    )
+    assert run.value == ["x", 1, 1, 1]  # NVML_ERROR_UNINITIALIZED
+
+
+def test_forced_errors_by_base_or_versioned_symbol(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.memory.total = 100
+        gpu0.memory.used = 10
+        gpu0.power.usage = 100
+        gpu0.error.nvmlDeviceGetPciInfo = GPU_IS_LOST
+        gpu0.error.nvmlDeviceGetMemoryInfo = NOT_SUPPORTED
+        gpu1.name = b
+        gpu1.memory.total = 100
+        gpu1.memory.used = 10
+        gpu1.power.usage = 200
+        gpu1.error.nvmlDeviceGetMemoryInfo_v2 = NO_PERMISSION
+        gpu1.error.nvmlDeviceGetPciInfo_v3 = 999
+        gpu1.error.nvmlDeviceGetPowerUsage = BOGUS_NAME
+        gpu1.error.nvmlDeviceGetName = INSUFFICIENT_POWER
+        gpu1.error.nvmlDeviceGetComputeRunningProcesses = TIMEOUT
+        gpu1.error.nvmlDeviceGetHandleByIndex = SUCCESS
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        mem = lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used
+        mem2 = lambda h: nvml.nvmlDeviceGetMemoryInfo(h, version=nvml.nvmlMemory_v2).used
+        emit([
+            err(nvml.nvmlDeviceGetPciInfo, h0), err(mem, h0), err(mem2, h0), nvml.nvmlDeviceGetPowerUsage(h0),
+            mem(h1), err(mem2, h1), err(nvml.nvmlDeviceGetPciInfo, h1), err(nvml.nvmlDeviceGetPowerUsage, h1),
+            err(nvml.nvmlDeviceGetName, h1), err(nvml.nvmlDeviceGetComputeRunningProcesses, h1),
+        ])
+        """,
+    )
+    assert run.value == [
+        "NVMLError_GpuIsLost", "NVMLError_NotSupported", "NVMLError_NotSupported", 100,
+        10, "NVMLError_NoPermission", "NVMLError_Unknown", "NVMLError_Unknown",
+        "NVMLError_InsufficientPower", "NVMLError_Timeout",
+    ]  # fmt: skip
+    assert run.stderr.count("BOGUS_NAME") == 1  # warned once, not per call
+
+
+def test_host_level_faults_apply_to_calls_about_no_device(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.name = x
+        error.nvmlDeviceGetCount = UNKNOWN
+        error.nvmlEventSetWait_v2 = DRIVER_NOT_LOADED
+        delay.nvmlSystemGetDriverVersion = 0.3
+        """,
+        """
+        es = nvml.nvmlEventSetCreate()
+        start = time.monotonic()
+        version = nvml.nvmlSystemGetDriverVersion()
+        emit([err(nvml.nvmlDeviceGetCount), err(nvml.nvmlEventSetWait, es, 10), version, time.monotonic() - start,
+              nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))])
+        """,
+    )
+    count, wait, version, seconds, name = run.value
+    assert [count, wait, version, name] == ["NVMLError_Unknown", "NVMLError_DriverNotLoaded", "999.99", "x"]
+    assert seconds >= 0.28
+
+
+def test_delay_blocks_only_the_delayed_call(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.name = hung
+        gpu0.power.usage = 100
+        gpu0.delay.nvmlDeviceGetPowerUsage = 0.8
+        gpu1.power.usage = 200
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        slow = {}
+        def hung():
+            start = time.monotonic()
+            slow["value"] = nvml.nvmlDeviceGetPowerUsage(h0)
+            slow["seconds"] = time.monotonic() - start
+        thread = threading.Thread(target=hung)
+        thread.start()
+        time.sleep(0.1)
+        start = time.monotonic()
+        others = [nvml.nvmlDeviceGetPowerUsage(h1) for _ in range(20)] + [nvml.nvmlDeviceGetName(h0)]
+        others_seconds = time.monotonic() - start
+        was_waiting = thread.is_alive()
+        thread.join()
+        emit([slow["value"], slow["seconds"], others[0], others[-1], others_seconds, was_waiting])
+        """,
+    )
+    value, seconds, other_value, name, others_seconds, was_waiting = run.value
+    assert (value, other_value, name) == (100, 200, "hung")
+    assert seconds >= 0.75
+    assert others_seconds < 0.4 and was_waiting
+    assert run.trace.count("nvmlDeviceGetPowerUsage gpu1") == 20
+
+
+def test_lost_after_and_recovery_when_the_key_changes(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.temperature.gpu = 50
+        gpu0.lost_after = 0.4
+        gpu1.temperature.gpu = 51
+        """,
+        """
+        t0 = time.monotonic()
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        temp = lambda h: nvml.nvmlDeviceGetTemperature(h, 0)
+        out = [temp(h0)]
+        time.sleep(max(0.0, 0.6 - (time.monotonic() - t0)))
+        out += [err(temp, h0), err(nvml.nvmlDeviceGetUUID, h0), err(nvml.nvmlDeviceGetHandleByIndex, 0), temp(h1)]
+        rewrite("gpu0.temperature.gpu = 50\\ngpu1.temperature.gpu = 51\\n")
+        out.append(temp(h0))
+        emit(out)
+        """,
+    )
+    assert run.value == [50, "NVMLError_GpuIsLost", "NVMLError_GpuIsLost", "NVMLError_GpuIsLost", 51, 50]
+
+
+def test_absurd_values(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.absurd = 1
+        gpu0.temperature.gpu = 50
+        gpu0.utilization.gpu = 10
+        gpu0.utilization.memory = 10
+        """,
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        u = nvml.nvmlDeviceGetUtilizationRates(h)
+        emit([nvml.nvmlDeviceGetTemperature(h, 0), nvml.nvmlDeviceGetTemperatureV(h, 0),
+              field(h, nvml.NVML_FI_DEV_MEMORY_TEMP), u.gpu, u.memory,
+              nvml.nvmlDeviceGetEncoderUtilization(h)[0], nvml.nvmlDeviceGetDecoderUtilization(h)[0]])
+        """,
+    )
+    assert run.value == [644245923, 644245923, 644245923, 4294967295, 4294967295, 4294967295, 4294967295]
+
+
+def test_xids_are_delivered_once_when_due(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.xid = 79@0.4, 13@0.1
+        gpu1.xid = 48@0.2
+        gpu2.xid = 31@0.5
+        gpu2.lost_after = 0.3
+        gpu3.xid = 94@0.1
+        """,
+        """
+        hs = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(4)]
+        es = nvml.nvmlEventSetCreate()
+        for h in hs[:3]:  # gpu3 is not registered
+            nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, es)
+        supported = nvml.nvmlDeviceGetSupportedEventTypes(hs[0])
+        t0 = time.monotonic()
+        got = []
+        for _ in range(3):
+            d = nvml.nvmlEventSetWait(es, 2000)
+            got.append([nvml.nvmlDeviceGetIndex(d.device), d.eventType, d.eventData,
+                        d.gpuInstanceId, d.computeInstanceId, time.monotonic() - t0])
+        start = time.monotonic()
+        timeout = [err(nvml.nvmlEventSetWait, es, 500), time.monotonic() - start]
+        rewrite(scenario() + "gpu1.xid = 48@0.2, 43@0\\n")  # the old ones are not delivered again
+        d = nvml.nvmlEventSetWait(es, 1000)
+        again = [nvml.nvmlDeviceGetIndex(d.device), d.eventData]
+        nvml.nvmlShutdown()
+        nvml.nvmlInit()
+        after_reinit = err(nvml.nvmlEventSetWait, es, 100)
+        nvml.nvmlEventSetFree(es)
+        emit([supported, got, timeout, again, after_reinit])
+        """,
+    )
+    supported, got, timeout, again, after_reinit = run.value
+    assert supported == 0x1F
+    assert [g[:5] for g in got] == [[0, 8, 13, 2**32 - 1, 2**32 - 1], [1, 8, 48, 2**32 - 1, 2**32 - 1],
+                                    [0, 8, 79, 2**32 - 1, 2**32 - 1]]  # fmt: skip
+    assert got[0][5] >= 0.05 and got[2][5] >= 0.35  # not before they are due
+    assert timeout[0] == "NVMLError_Timeout" and timeout[1] >= 0.45
+    assert again == [1, 43]
+    assert after_reinit == "NVMLError_Timeout"
+
+
+def test_mig_devices(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.name = NVIDIA A100-SXM4-40GB
+        gpu0.mig.mode = 1
+        gpu0.utilization.gpu = 50
+        gpu0.utilization.memory = 5
+        gpu0.mig.0.gpu_instance_id = 1
+        gpu0.mig.0.compute_instance_id = 0
+        gpu0.mig.0.profile = 1g.5gb
+        gpu0.mig.0.uuid = MIG-11111111-2222-3333-4444-555555555555
+        gpu0.mig.0.memory.total = 5368709120
+        gpu0.mig.0.memory.used = 1073741824
+        gpu0.mig.2.gpu_instance_id = 5
+        gpu0.mig.2.compute_instance_id = 1
+        gpu0.mig.2.profile = 2g.10gb
+        gpu0.mig.2.memory.total = 10737418240
+        gpu0.mig.2.memory.used = 0
+        gpu1.name = NVIDIA A100-SXM4-40GB
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        top = nvml.nvmlDeviceGetMaxMigDeviceCount(h0)
+        found = {}
+        for k in range(top):
+            try:
+                found[k] = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h0, k)
+            except nvml.NVMLError_NotFound:
+                pass
+        is_mig = lambda h: int(nvml.nvmlDeviceIsMigDeviceHandle(h).value)  # pynvml returns the c_uint
+        migs = []
+        for k, m in found.items():
+            m1 = nvml.nvmlDeviceGetMemoryInfo(m)
+            m2 = nvml.nvmlDeviceGetMemoryInfo(m, version=nvml.nvmlMemory_v2)
+            migs.append([k, is_mig(m),
+                         nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m)),
+                         nvml.nvmlDeviceGetGpuInstanceId(m), nvml.nvmlDeviceGetComputeInstanceId(m),
+                         nvml.nvmlDeviceGetUUID(m), nvml.nvmlDeviceGetName(m),
+                         [m1.total, m1.used, m1.free], [m2.reserved, m2.used],
+                         err(nvml.nvmlDeviceGetUtilizationRates, m)])
+        by_uuid = is_mig(nvml.nvmlDeviceGetHandleByUUID(migs[1][5]))
+        parent = [is_mig(h0), nvml.nvmlDeviceGetUtilizationRates(h0).gpu, err(nvml.nvmlDeviceGetGpuInstanceId, h0)]
+        rewrite(scenario() + "gpu0.error.nvmlDeviceGetGpuInstanceId = NO_PERMISSION\\n")
+        parent_rule = err(nvml.nvmlDeviceGetGpuInstanceId, found[0])
+        emit({"mode": nvml.nvmlDeviceGetMigMode(h0), "max": top, "migs": migs,
+              "parent": parent,
+              "plain": [err(nvml.nvmlDeviceGetMigMode, h1), nvml.nvmlDeviceGetMaxMigDeviceCount(h1)],
+              "by_uuid": by_uuid, "parent_rule": parent_rule})
+        """,
+    )
+    v = run.value
+    assert v["mode"] == [1, 1] and v["max"] == 7
+    assert v["migs"] == [
+        [0, 1, 0, 1, 0, "MIG-11111111-2222-3333-4444-555555555555", "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+         [5368709120, 1073741824, 4294967296], [0, 1073741824], "NVMLError_NotSupported"],
+        [2, 1, 0, 5, 1, "MIG-00000000-0000-0000-0000-000000000002", "NVIDIA A100-SXM4-40GB MIG 2g.10gb",
+         [10737418240, 0, 10737418240], [0, 0], "NVMLError_NotSupported"],
+    ]  # fmt: skip
+    assert v["parent"] == [0, 50, "NVMLError_InvalidArgument"]
+    assert v["plain"] == ["NVMLError_NotSupported", 0]
+    assert v["by_uuid"] == 1
+    assert v["parent_rule"] == "NVMLError_NoPermission"
+
+
+def test_processes_and_their_utilization(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.process.0.pid = 4242
+        gpu0.process.0.used_memory = 1073741824
+        gpu0.process.0.name = python3 train.py
+        gpu0.process.0.sm_util = 80
+        gpu0.process.0.mem_util = 30
+        gpu0.process.0.enc_util = 1
+        gpu0.process.0.dec_util = 2
+        gpu0.process.3.pid = 4343
+        gpu0.process.3.name = worker
+        gpu1.name = idle
+        """,
+        """
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        procs = lambda f, h: [[p.pid, p.usedGpuMemory, p.gpuInstanceId, p.computeInstanceId] for p in f(h)]
+        samples = nvml.nvmlDeviceGetProcessUtilization(h0, 0)
+        emit({
+            "compute": procs(nvml.nvmlDeviceGetComputeRunningProcesses, h0),
+            "compute_v2": procs(nvml.nvmlDeviceGetComputeRunningProcesses_v2, h0),
+            "graphics": procs(nvml.nvmlDeviceGetGraphicsRunningProcesses, h0),
+            "mps": procs(nvml.nvmlDeviceGetMPSComputeRunningProcesses, h0),
+            "util": [[s.pid, s.smUtil, s.memUtil, s.encUtil, s.decUtil, s.timeStamp > 0] for s in samples],
+            "names": [nvml.nvmlSystemGetProcessName(4242), nvml.nvmlSystemGetProcessName(4343),
+                      err(nvml.nvmlSystemGetProcessName, 1)],
+            "idle": [procs(nvml.nvmlDeviceGetComputeRunningProcesses, h1),
+                     err(nvml.nvmlDeviceGetProcessUtilization, h1, 0)],
+        })
+        """,
+    )
+    none = 2**32 - 1
+    v = run.value
+    assert v["compute"] == [[4242, 1073741824, none, none], [4343, None, none, none]]
+    assert v["compute_v2"] == v["compute"]
+    assert v["graphics"] == v["mps"] == []
+    assert v["util"] == [[4242, 80, 30, 1, 2, True], [4343, 0, 0, 0, 0, True]]
+    assert v["names"] == ["python3 train.py", "worker", "NVMLError_NotFound"]
+    assert v["idle"] == [[], "NVMLError_NotFound"]
+
+
+def test_nvlink_state_counters_and_fields(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.nvlink.0.state = 1
+        gpu0.nvlink.0.tx = 1000
+        gpu0.nvlink.0.rx = 2000
+        gpu0.nvlink.0.crc_errors = 3
+        gpu0.nvlink.0.replay_errors = 4
+        gpu0.nvlink.0.recovery_errors = 5
+        gpu0.nvlink.1.state = 0
+        gpu0.nvlink.7.crc_errors = 10
+        """,
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        counter = lambda link, c: nvml.nvmlDeviceGetNvLinkErrorCounter(h, link, c)
+        F = nvml
+        fields = [(F.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0), (F.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 0),
+                  (F.NVML_FI_DEV_NVLINK_LINK_COUNT, 0), (F.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, 0),
+                  (F.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L7, 0),
+                  (F.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0),
+                  (F.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0), (F.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 1),
+                  (F.NVML_FI_DEV_MEMORY_TEMP, 0), (9999, 0)]
+        values = nvml.nvmlDeviceGetFieldValues(h, fields)
+        emit({
+            "state": [nvml.nvmlDeviceGetNvLinkState(h, 0), nvml.nvmlDeviceGetNvLinkState(h, 1),
+                      err(nvml.nvmlDeviceGetNvLinkState, h, 2)],
+            "counters": [counter(0, nvml.NVML_NVLINK_ERROR_DL_CRC_DATA), counter(0, nvml.NVML_NVLINK_ERROR_DL_REPLAY),
+                         counter(0, nvml.NVML_NVLINK_ERROR_DL_RECOVERY),
+                         err(counter, 1, nvml.NVML_NVLINK_ERROR_DL_CRC_DATA)],
+            "fields": [[v.fieldId, v.scopeId, v.nvmlReturn,
+                        v.value.uiVal if v.valueType == nvml.NVML_VALUE_TYPE_UNSIGNED_INT else v.value.ullVal,
+                        v.timestamp > 0] for v in values],
+        })
+        """,
+    )
+    v = run.value
+    assert v["state"] == [1, 0, "NVMLError_NotSupported"]
+    assert v["counters"] == [3, 4, 5, "NVMLError_NotSupported"]
+    assert [f[2:] for f in v["fields"]] == [
+        [0, 1000, True], [0, 2000, True], [0, 8, True], [0, 3, True], [0, 10, True], [0, 13, True],
+        [0, 4, True], [3, 0, True], [3, 0, True], [3, 0, True],
+    ]  # fmt: skip
+
+
+def test_unexported_symbol_is_function_not_found(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        "gpu0.name = x\n",
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        emit([err(nvml.nvmlDeviceGetPowerState, h), err(nvml.nvmlDeviceGetSamples, h, 0, 0)])
+        """,
+    )
+    assert run.value == ["NVMLError_FunctionNotFound"] * 2
+
+
+def test_trace_records_every_call(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        "gpu0.name = a\ngpu1.name = b\n",
+        """
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            nvml.nvmlDeviceGetName(h)
+            err(nvml.nvmlDeviceGetFanSpeed, h)
+        nvml.nvmlErrorString(3)
+        nvml.nvmlShutdown()
+        nvml.nvmlLib.nvmlShutdown()
+        emit(None)
+        """,
+    )
+    assert run.trace == [
+        "nvmlInitWithFlags -",
+        "nvmlDeviceGetCount_v2 -",
+        "nvmlDeviceGetHandleByIndex_v2 gpu0",
+        "nvmlDeviceGetName gpu0",
+        "nvmlDeviceGetFanSpeed gpu0",
+        "nvmlDeviceGetHandleByIndex_v2 gpu1",
+        "nvmlDeviceGetName gpu1",
+        "nvmlDeviceGetFanSpeed gpu1",
+        "nvmlErrorString -",
+        "nvmlShutdown -",
+        "nvmlShutdown -",
+    ]
+
+
+def test_concurrent_sampling_while_the_file_is_rewritten(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        "gpu0.temperature.gpu = 0\ngpu1.temperature.gpu = 0\ngpu2.temperature.gpu = 0\n",
+        """
+        hs = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(3)]
+        stop = threading.Event()
+        seen, failures = set(), []
+        def sample(h):
+            while not stop.is_set():
+                try:
+                    seen.add(nvml.nvmlDeviceGetTemperature(h, 0))
+                    nvml.nvmlDeviceGetMemoryInfo(h)
+                except nvml.NVMLError_NotSupported:
+                    pass
+                except Exception as exc:
+                    failures.append(repr(exc))
+        threads = [threading.Thread(target=sample, args=(hs[i % 3],)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for i in range(1, 41):
+            rewrite("".join(f"gpu{g}.temperature.gpu = {i}\\ngpu{g}.memory.total = 100\\ngpu{g}.memory.used = {i}\\n"
+                            for g in range(3)))
+            time.sleep(0.01)
+        stop.set()
+        for t in threads:
+            t.join()
+        emit([sorted(seen), failures])
+        """,
+    )
+    seen, failures = run.value
+    assert failures == []
+    assert set(seen) <= set(range(41)) and 40 in seen

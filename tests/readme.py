@@ -8,6 +8,7 @@ import sys
 
 from gpu_exporter.catalogue import (
     COLLECTORS,
+    DEFAULT_OFF,
     EVENT_METRICS,
     FAMILIES,
     IDENTITY_METRICS,
@@ -27,7 +28,7 @@ def flag_table() -> str:
     rows += [f"| `{o.flag} {o.metavar}` | `{o.env}` | {o.help} |" for o in OPTIONS]
     rows += [
         f"| `--collector.{name}` / `--no-collector.{name}` | `{collector_env(name)}=true\\|false` | "
-        f"Enable or disable the {name} collector (default on). |"
+        f"Enable or disable the {name} collector (default {'off' if name in DEFAULT_OFF else 'on'}). |"
         for name in COLLECTORS
     ]
     rows.append("| `--version` | | Print the version and exit. |")

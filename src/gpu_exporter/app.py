@@ -27,7 +27,7 @@ from gpu_exporter.sampler import STALE_INTERVALS, Sampler
 
 log = logging.getLogger(__name__)
 
-BackendFactory = Callable[[str], tuple[Backend, str]]
+BackendFactory = Callable[[Settings], tuple[Backend, str]]
 
 
 def create_app(settings: Settings, backend_factory: BackendFactory = select) -> Starlette:
@@ -39,7 +39,7 @@ def create_app(settings: Settings, backend_factory: BackendFactory = select) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        backend, reason = backend_factory(settings.backend)
+        backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
         holder["sampler"] = running = Sampler(
             backend, enabled_specs(settings.collectors), settings.collect_interval, reason,

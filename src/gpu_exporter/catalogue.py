@@ -235,6 +235,17 @@ METRICS: tuple[MetricSpec, ...] = (
         None, None, derived_from="gpu_utilization_ratio",
     ),
     _gauge(
+        "gpu_compute_processes", "", "Compute processes (CUDA contexts) running on the GPU", "utilization",
+        NvmlSource("nvmlDeviceGetComputeRunningProcesses"), None,
+    ),
+    _counter(
+        "gpu_idle_while_allocated_seconds_total", "seconds",
+        "Time the GPU sat nearly idle (utilization below 5%) while at least one compute process held it: "
+        "an input pipeline that cannot keep up shows as this rising while gpu_utilization_seconds_total also "
+        "rises", "utilization",
+        None, None, derived_from="gpu_utilization_ratio and gpu_compute_processes",
+    ),
+    _gauge(
         "gpu_memory_copy_utilization_ratio", "ratio",
         "Fraction of the last sample period during which device memory was being read or written", "utilization",
         NvmlSource("nvmlDeviceGetUtilizationRates", "memory", _PERCENT), DcgmSource(204, _PERCENT),
@@ -625,6 +636,9 @@ XID_CODES: dict[int, Xid] = {
 
 #: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
 COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in METRICS), "xid")
+#: Collectors that are off unless enabled: expensive, or needing exclusive access to the GPU.
+DEFAULT_OFF: frozenset[str] = frozenset({"profiling"})
+DEFAULT_COLLECTORS: frozenset[str] = frozenset(COLLECTORS) - DEFAULT_OFF
 
 
 def scaled(raw: float, scale: Fraction) -> float:

@@ -16,7 +16,9 @@ import uvicorn
 
 from gpu_exporter import __version__
 from gpu_exporter.app import create_app
-from gpu_exporter.catalogue import COLLECTORS
+from gpu_exporter.backends import select
+from gpu_exporter.backends.base import BackendUnavailable
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
 from gpu_exporter.logs import setup
 
@@ -57,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
             dest=f"collector_{name}",
             action="store_const",
             const=True,
-            help=f"Enable the {name} collector (default on) [{collector_env(name)}=true|false]",
+            help=f"Enable the {name} collector (default {'off' if name in DEFAULT_OFF else 'on'}) "
+            f"[{collector_env(name)}=true|false]",
         )
         group.add_argument(
             f"--no-collector.{name}",
@@ -85,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpu-exporter: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     setup(settings.log_level, settings.log_format)
+    try:
+        chosen = select(settings)
+    except BackendUnavailable as err:
+        print(f"gpu-exporter: error: {err}", file=sys.stderr)
+        return 1
     logging.getLogger(__name__).info(
         "gpu-exporter %s listening on %s, sampling every %gs",
         __version__,
@@ -92,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.collect_interval,
     )
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, lambda _settings: chosen),
         host=settings.host,
         port=settings.port,
         log_config=None,

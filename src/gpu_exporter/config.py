@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from gpu_exporter.catalogue import COLLECTORS
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -36,7 +36,8 @@ class Settings:
     telemetry_path: str = "/metrics"
     collect_interval: float = 1.0
     backend: str = "auto"
-    collectors: frozenset[str] = frozenset(COLLECTORS)
+    dcgm_address: str = ""
+    collectors: frozenset[str] = DEFAULT_COLLECTORS
     log_level: str = "info"
     log_format: str = "text"
     ready_without_gpus: bool = False
@@ -89,11 +90,8 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
-def _backend(value: str) -> str:
-    backend = _choice("auto", "dcgm", "nvml")(value)
-    if backend == "dcgm":
-        raise ValueError("auto or nvml: the DCGM backend is not part of this build yet")
-    return backend
+def _optional_address(value: str) -> str:
+    return _listen_address(value) if value else ""
 
 
 def _boolean(value: str) -> bool:
@@ -129,8 +127,12 @@ OPTIONS: tuple[Option, ...] = (
            "Path of the metrics endpoint (default /metrics).", "PATH"),
     Option("--collect-interval", "collect_interval", ("collect-interval",), parse_duration,
            "Time between sampling cycles, 100ms to 1h (default 1s).", "DURATION"),
-    Option("--backend", "backend", ("backend",), _backend,
-           "GPU library: auto or nvml (default auto, which means NVML until the DCGM backend lands).", "NAME"),
+    Option("--backend", "backend", ("backend",), _choice("auto", "dcgm", "nvml"),
+           "GPU library: auto (DCGM when it can be imported and initialised, else NVML), dcgm or nvml "
+           "(default auto).", "NAME"),
+    Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
+           "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
+           "then an embedded one.", "HOST:PORT"),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Whether /readyz may answer 200 on a host with no GPU at all: true or false (default false).",
            "BOOL"),
@@ -212,7 +214,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
             values[option.field] = _parse(option.env, env[option.env], option.parse)
         elif yaml_key in from_file:
             values[option.field] = _parse(f"{config_file}: {yaml_key}", from_file[yaml_key], option.parse)
-    enabled = set(COLLECTORS)
+    enabled = set(DEFAULT_COLLECTORS)
     for name in COLLECTORS:
         file_key = f"collectors.{name}"
         if name in collector_flags:

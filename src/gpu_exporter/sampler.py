@@ -37,7 +37,11 @@ STALE_INTERVALS = 3
 WAIT_FRACTION = 0.8
 BACKOFF_MAX_SECONDS = 30.0
 _UTILIZATION = "gpu_utilization_ratio"
+_PROCESSES = "gpu_compute_processes"
 _BUSY = "gpu_utilization_seconds_total"
+_IDLE_ALLOCATED = "gpu_idle_while_allocated_seconds_total"
+#: Below this utilization a GPU counts as nearly idle for gpu_idle_while_allocated_seconds_total.
+IDLE_UTILIZATION = 0.05
 
 
 @dataclass
@@ -46,6 +50,7 @@ class _DeviceState:
 
     worker: DeviceWorker
     busy_seconds: float | None = None
+    idle_allocated_seconds: float | None = None
     integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
     slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (value, finished_at)
     seen: Result | None = None
@@ -86,7 +91,7 @@ class Sampler:
         self._backend = backend
         self._specs = tuple(specs)
         self._slow = {spec.key: spec.every for spec in specs if spec.every > 1}
-        self._busy_enabled = any(spec.name == _BUSY for spec in specs)
+        self._derived = {spec.name for spec in specs if spec.derived_from is not None}
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events
@@ -240,7 +245,8 @@ class Sampler:
             else:
                 log.info("GPU %d (%s) answers again", worker.device.index, worker.device.uuid)
         if result.reading is None or state.vanished:
-            state.busy_seconds = state.integrated_at = None  # a lost GPU's busy time restarts with it
+            # A lost GPU's integrators restart with it (a counter reset, which rate() handles).
+            state.busy_seconds = state.idle_allocated_seconds = state.integrated_at = None
             state.slow.clear()
             return DeviceView(worker.device, up=False, values={}, stalled=stalled, read_seconds=result.seconds)
         if new:
@@ -265,27 +271,36 @@ class Sampler:
                         state.slow[key] = (reading.values[key], result.finished_at)
                     else:
                         state.slow.pop(key, None)
-            self._integrate(state, reading.values.get(_UTILIZATION), result.finished_at)
+            self._integrate(state, reading.values.get(_UTILIZATION), reading.values.get(_PROCESSES), result.finished_at)
         values: dict[str, float] = {}
         if now - result.finished_at <= STALE_INTERVALS * self._interval:
             values = {key: value for key, value in reading.values.items() if key not in self._slow}
-            if state.busy_seconds is not None and self._busy_enabled:
-                values[_BUSY] = state.busy_seconds
+            for name, total in ((_BUSY, state.busy_seconds), (_IDLE_ALLOCATED, state.idle_allocated_seconds)):
+                if total is not None and name in self._derived:
+                    values[name] = total
         for key, (value, at) in state.slow.items():
             if now - at <= (self._slow[key] + 2) * self._interval:
                 values[key] = value
         return values
 
-    def _integrate(self, state: _DeviceState, utilization: float | None, at: float) -> None:
-        """Busy seconds += utilization × time since the previous read (capped at the stale limit,
-        so a GPU that was unreachable for minutes is not credited with guessed busy time)."""
+    def _integrate(self, state: _DeviceState, utilization: float | None, processes: float | None, at: float) -> None:
+        """Busy seconds += utilization × time since the previous read; idle-while-allocated seconds
+        += that time when utilization is below IDLE_UTILIZATION and a compute process is present.
+        The time is capped at the stale limit, so a GPU that was unreachable for minutes is not
+        credited with guessed time; the idle counter exists only where processes can be counted."""
         if utilization is None:
             return
         if state.busy_seconds is None or state.integrated_at is None:
             state.busy_seconds = 0.0
+            state.idle_allocated_seconds = 0.0 if processes is not None else None
         else:
-            elapsed = min(at - state.integrated_at, STALE_INTERVALS * self._interval)
-            state.busy_seconds += utilization * max(0.0, elapsed)
+            elapsed = max(0.0, min(at - state.integrated_at, STALE_INTERVALS * self._interval))
+            state.busy_seconds += utilization * elapsed
+            if processes is None:
+                state.idle_allocated_seconds = None
+            else:
+                idle = elapsed if utilization < IDLE_UTILIZATION and processes >= 1 else 0.0
+                state.idle_allocated_seconds = (state.idle_allocated_seconds or 0.0) + idle
         state.integrated_at = at
 
     def _build(

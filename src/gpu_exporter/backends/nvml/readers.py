@@ -153,6 +153,10 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetEccMode": _ecc_mode,
     "nvmlDeviceGetRemappedRows": _remapped_rows,
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
+    # The _v3 symbol; on drivers without it pynvml raises NVMLLibraryMismatchError (handled as missing).
+    "nvmlDeviceGetComputeRunningProcesses": lambda handle: {
+        "": len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+    },
 }
 
 # Calls that take the selector as an argument: one NVML call per (call, selector).

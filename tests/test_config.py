@@ -21,7 +21,8 @@ def test_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("15", 15.0), ("0.25", 0.25)]
+    ("text", "seconds"),
+    [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("15000", 15.0), ("250", 0.25), ("0.5s", 0.5)],
 )
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds

@@ -20,12 +20,25 @@ import pytest
 from tests.harness import REPO, SCENARIOS, stable, start
 
 GOLDEN = REPO / "tests" / "golden"
-NAMES = ("h100x4", "old_gpu", "mig")
+COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
+#: golden name → (scenario, extra flags)
+CASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "h100x4": ("h100x4", ()),
+    "old_gpu": ("old_gpu", ()),
+    "mig": ("mig", ()),
+    "h100x4-dcgm-exporter": ("h100x4", ("-f", COUNTERS)),
+    "mig-dcgm-exporter": ("mig", ("-f", COUNTERS)),
+}
+NAMES = tuple(CASES)
 
 
 def _scrape(fakenvml_dir: Path, tmp_path: Path, name: str) -> str:
     # One cycle only (the lifespan waits for it before serving), so the output is deterministic.
-    exporter = start(fakenvml_dir, SCENARIOS / f"{name}.scn", tmp_path, "--collect-interval", "1h")
+    scenario, flags = CASES[name]
+    exporter = start(
+        fakenvml_dir, SCENARIOS / f"{scenario}.scn", tmp_path, "--collect-interval", "1h", *flags,
+        env={"NODE_NAME": "golden-node"},
+    )  # fmt: skip
     try:
         return exporter.metrics()
     finally:
@@ -49,7 +62,7 @@ def promtool() -> str:
     return path
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [name for name in NAMES if not CASES[name][1]])
 def test_promtool_check_metrics_is_silent(fakenvml_dir: Path, tmp_path: Path, name: str) -> None:
     text = _scrape(fakenvml_dir, tmp_path, name)
     result = subprocess.run(

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import html
 import logging
-from collections.abc import AsyncIterator, Callable
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -21,7 +23,9 @@ from gpu_exporter import __version__
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.compat import compat_renderer, plan
 from gpu_exporter.config import Settings
+from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import choose
 from gpu_exporter.sampler import STALE_INTERVALS, Sampler
 
@@ -30,8 +34,11 @@ log = logging.getLogger(__name__)
 BackendFactory = Callable[[Settings], tuple[Backend, str]]
 
 
-def create_app(settings: Settings, backend_factory: BackendFactory = select) -> Starlette:
-    """Build the app; the backend is created and opened only when the lifespan starts."""
+def create_app(
+    settings: Settings, backend_factory: BackendFactory = select, compat: Sequence[Counter] | None = None
+) -> Starlette:
+    """Build the app; the backend is created and opened only when the lifespan starts. With
+    ``compat`` (a counters list) snapshots are rendered under dcgm-exporter's names."""
     holder: dict[str, Sampler] = {}
 
     def sampler() -> Sampler:
@@ -41,10 +48,17 @@ def create_app(settings: Settings, backend_factory: BackendFactory = select) -> 
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
+        specs = enabled_specs(settings.collectors)
+        watch_events = "xid" in settings.collectors
+        renderer = None
+        if compat is not None:
+            hostname = os.environ.get("NODE_NAME") or socket.gethostname()
+            renderer = compat_renderer(
+                plan(compat, specs, backend.name, watch_events, hostname, settings.hostname_label)
+            )
         holder["sampler"] = running = Sampler(
-            backend, enabled_specs(settings.collectors), settings.collect_interval, reason,
-            watch_events="xid" in settings.collectors,
-        )  # fmt: skip
+            backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer
+        )
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
         await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)

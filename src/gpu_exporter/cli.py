@@ -14,12 +14,13 @@ from typing import NoReturn
 
 import uvicorn
 
-from gpu_exporter import __version__
+from gpu_exporter import __version__, counters
 from gpu_exporter.app import create_app
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
+from gpu_exporter.counters import Counter
 from gpu_exporter.logs import setup
 
 USAGE_ERROR = 2
@@ -49,8 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"YAML file with the same settings, e.g. 'web: {{listen-address: \":9400\"}}' [{CONFIG_FILE_ENV}]",
     )
     for option in OPTIONS:
+        envs = ", ".join(option.envs)
+        extra = {"nargs": "?", "const": "true"} if option.switch else {}
         parser.add_argument(
-            option.flag, dest=option.field, metavar=option.metavar, help=f"{option.help} [{option.env}]"
+            option.flag,
+            *option.aliases,
+            dest=option.field,
+            metavar=option.metavar,
+            help=f"{option.help} [{envs}]",
+            **extra,  # type: ignore[arg-type]  # argparse's overloads do not model optional-value flags
         )
     for name in COLLECTORS:
         group = parser.add_mutually_exclusive_group()
@@ -87,7 +95,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"gpu-exporter: error: {err}", file=sys.stderr)
         return USAGE_ERROR
+    compat: tuple[Counter, ...] | None = None
+    if settings.metric_names == "dcgm-exporter":
+        try:
+            compat = counters.load(settings.collectors_file) if settings.collectors_file else counters.defaults()
+        except counters.CountersError as err:
+            print(f"gpu-exporter: error: {err}", file=sys.stderr)
+            return USAGE_ERROR
     setup(settings.log_level, settings.log_format)
+    if settings.kubernetes:
+        logging.getLogger(__name__).warning(
+            "--kubernetes: pod attribution is not built yet; series carry no pod labels"
+        )
     try:
         chosen = select(settings)
     except BackendUnavailable as err:
@@ -100,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.collect_interval,
     )
     config = uvicorn.Config(
-        create_app(settings, lambda _settings: chosen),
+        create_app(settings, lambda _settings: chosen, compat),
         host=settings.host,
         port=settings.port,
         log_config=None,

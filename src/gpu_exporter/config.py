@@ -41,6 +41,10 @@ class Settings:
     log_level: str = "info"
     log_format: str = "text"
     ready_without_gpus: bool = False
+    metric_names: str = "native"
+    collectors_file: str = ""
+    hostname_label: str = "Hostname"
+    kubernetes: bool = False
     config_file: str = ""
 
     @property
@@ -56,11 +60,12 @@ class Settings:
 
 
 def parse_duration(value: str) -> float:
-    """``1s``, ``500ms``, ``2m``, ``1h`` or a bare number of seconds → seconds."""
+    """``1s``, ``500ms``, ``2m``, ``1h`` or a bare number of milliseconds (as dcgm-exporter's
+    ``-c 30000``) → seconds."""
     match = _DURATION.match(value.strip())
     if not match:
-        raise ValueError("a duration such as 1s, 500ms, 2m or a number of seconds")
-    seconds = float(match["number"]) * _DURATION_UNITS[match["unit"] or "s"]
+        raise ValueError("a duration such as 1s, 500ms, 2m or a number of milliseconds")
+    seconds = float(match["number"]) * _DURATION_UNITS[match["unit"] or "ms"]
     if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
         raise ValueError(f"a duration from {MIN_INTERVAL:g}s to {MAX_INTERVAL:g}s")
     return seconds
@@ -90,6 +95,15 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _choice_exact(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in allowed:
+            raise ValueError("one of " + ", ".join(allowed))
+        return value
+
+    return parse
+
+
 def _optional_address(value: str) -> str:
     return _listen_address(value) if value else ""
 
@@ -105,7 +119,12 @@ def _boolean(value: str) -> bool:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its flag, Settings field, YAML path, parser, and help for --help and the README."""
+    """One setting: its flag, Settings field, YAML path, parser, and help for --help and the README.
+
+    ``aliases`` are further flags (dcgm-exporter's short ones), ``env_aliases`` further environment
+    variables read after ours (dcgm-exporter's), ``switch`` makes the flag usable without a value
+    (meaning true).
+    """
 
     flag: str
     field: str
@@ -113,20 +132,30 @@ class Option:
     parse: Callable[[str], Any]
     help: str
     metavar: str
+    aliases: tuple[str, ...] = ()
+    env_aliases: tuple[str, ...] = ()
+    switch: bool = False
 
     @property
     def env(self) -> str:
         """Environment variable: GPU_EXPORTER_ + the flag upper-cased, dots and dashes as _."""
         return "GPU_EXPORTER_" + re.sub(r"[.-]", "_", self.flag.removeprefix("--")).upper()
 
+    @property
+    def envs(self) -> tuple[str, ...]:
+        """Every environment variable of this setting, strongest first."""
+        return (self.env, *self.env_aliases)
+
 
 OPTIONS: tuple[Option, ...] = (
     Option("--web.listen-address", "listen_address", ("web", "listen-address"), _listen_address,
-           "Address to serve HTTP on (default :9400, every interface).", "HOST:PORT"),
+           "Address to serve HTTP on (default :9400, every interface).", "HOST:PORT",
+           aliases=("-a", "--address"), env_aliases=("DCGM_EXPORTER_LISTEN",)),
     Option("--web.telemetry-path", "telemetry_path", ("web", "telemetry-path"), _telemetry_path,
            "Path of the metrics endpoint (default /metrics).", "PATH"),
     Option("--collect-interval", "collect_interval", ("collect-interval",), parse_duration,
-           "Time between sampling cycles, 100ms to 1h (default 1s).", "DURATION"),
+           "Time between sampling cycles, 100ms to 1h (default 1s); a bare number is milliseconds.", "DURATION",
+           aliases=("-c",), env_aliases=("DCGM_EXPORTER_INTERVAL",)),
     Option("--backend", "backend", ("backend",), _choice("auto", "dcgm", "nvml"),
            "GPU library: auto (DCGM when it can be imported and initialised, else NVML), dcgm or nvml "
            "(default auto).", "NAME"),
@@ -134,8 +163,20 @@ OPTIONS: tuple[Option, ...] = (
            "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
            "then an embedded one.", "HOST:PORT"),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
-           "Whether /readyz may answer 200 on a host with no GPU at all: true or false (default false).",
-           "BOOL"),
+           "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
+    Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),
+           "Names, units and labels: native, or dcgm-exporter's DCGM_FI_* (default native; dcgm-exporter "
+           "when --collectors is given).", "SCHEME"),
+    Option("--collectors", "collectors_file", ("collectors-file",), str,
+           "dcgm-exporter counters CSV choosing the DCGM_FI_* fields to export (default: dcgm-exporter's "
+           "default list).", "FILE", aliases=("-f",), env_aliases=("DCGM_EXPORTER_COLLECTORS",)),
+    Option("--dcgm-exporter.hostname-label", "hostname_label", ("dcgm-exporter", "hostname-label"),
+           _choice_exact("Hostname", "hostname"),
+           "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2, default) or hostname.",
+           "NAME"),
+    Option("--kubernetes", "kubernetes", ("kubernetes",), _boolean,
+           "Accepted for dcgm-exporter compatibility; pod attribution is not built yet (a warning says so).",
+           "BOOL", aliases=("-k",), env_aliases=("DCGM_EXPORTER_KUBERNETES",), switch=True),
     Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),
@@ -208,10 +249,11 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
     for option in OPTIONS:
         yaml_key = ".".join(option.yaml_path)
         flag_value = flags.get(option.field)
+        env_name = next((name for name in option.envs if name in env), None)
         if flag_value is not None:
             values[option.field] = _parse(option.flag, flag_value, option.parse)
-        elif option.env in env:
-            values[option.field] = _parse(option.env, env[option.env], option.parse)
+        elif env_name is not None:
+            values[option.field] = _parse(env_name, env[env_name], option.parse)
         elif yaml_key in from_file:
             values[option.field] = _parse(f"{config_file}: {yaml_key}", from_file[yaml_key], option.parse)
     enabled = set(DEFAULT_COLLECTORS)
@@ -230,4 +272,6 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
         else:
             enabled.discard(name)
     values["collectors"] = frozenset(enabled)
+    if values.get("collectors_file") and "metric_names" not in values:
+        values["metric_names"] = "dcgm-exporter"  # a counters file is a dcgm-exporter drop-in
     return Settings(**values)

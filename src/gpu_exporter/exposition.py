@@ -46,6 +46,11 @@ def render(families: Sequence[object]) -> Rendered:
     )
 
 
+def render_text(text: bytes) -> Rendered:
+    """Text-format bytes already encoded elsewhere (compatibility mode), plain and gzip."""
+    return Rendered(text=text, text_gzip=gzip.compress(text, _GZIP_LEVEL, mtime=0))
+
+
 def _accepted(header: str) -> dict[str, float]:
     """Media types or codings of an Accept-style header with their q values (default 1)."""
     accepted: dict[str, float] = {}
@@ -76,6 +81,6 @@ def choose(rendered: Rendered, accept: str, accept_encoding: str) -> tuple[bytes
     text_q = max(media.get("text/plain", 0.0), media.get("*/*", 0.0))
     use_openmetrics = openmetrics_q > 0 and openmetrics_q >= text_q
     use_gzip = _accepted(accept_encoding).get("gzip", 0.0) > 0
-    if use_openmetrics:
+    if use_openmetrics and rendered.openmetrics is not None and rendered.openmetrics_gzip is not None:
         return (rendered.openmetrics_gzip if use_gzip else rendered.openmetrics), OPENMETRICS_CONTENT_TYPE, use_gzip
     return (rendered.text_gzip if use_gzip else rendered.text), TEXT_CONTENT_TYPE, use_gzip

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
 from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, XidTally
-from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, MetricSpec
 from gpu_exporter.exposition import render
 from gpu_exporter.families import device_families, self_families
-from gpu_exporter.snapshot import DeviceView, SelfStats, Snapshot
+from gpu_exporter.snapshot import DeviceView, Frame, Rendered, SelfStats, Snapshot
 from gpu_exporter.worker import DeviceWorker, Result
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,12 @@ _UTILIZATION = "gpu_utilization_ratio"
 _PROCESSES = "gpu_compute_processes"
 _BUSY = "gpu_utilization_seconds_total"
 _IDLE_ALLOCATED = "gpu_idle_while_allocated_seconds_total"
+_CLOCK_EVENT_KEYS = {f"gpu_clock_event_active{{reason={reason}}}": reason for reason, _ in CLOCK_EVENT_REASONS}
+#: How long clock-event activations are remembered for windowed counts (dcgm-exporter's
+#: DCGM_EXP_CLOCK_EVENTS_COUNT).
+ACTIVATION_MEMORY_SECONDS = 3600.0
+
+Renderer = Callable[[Frame], Rendered]
 #: Below this utilization a GPU counts as nearly idle for gpu_idle_while_allocated_seconds_total.
 IDLE_UTILIZATION = 0.05
 
@@ -54,6 +60,8 @@ class _DeviceState:
     integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
     slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (value, finished_at)
     seen: Result | None = None
+    active: frozenset[str] = frozenset()  # clock-event reasons active in the last read
+    activations: dict[str, list[float]] = field(default_factory=dict)  # reason → Unix times it began
     lost: bool = False  # the last read said the GPU is lost
     vanished: bool = False  # no longer enumerated by the driver
 
@@ -85,6 +93,7 @@ class Sampler:
         interval: float,
         backend_reason: str = "selected",
         watch_events: bool = True,
+        renderer: Renderer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -95,6 +104,7 @@ class Sampler:
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events
+        self._render = renderer or native_renderer(self._specs)
         self._clock = clock
         self._wall = wall_clock
         self._done = threading.Condition()
@@ -254,12 +264,23 @@ class Sampler:
                 self._errors[kind] = self._errors.get(kind, 0) + count
             for name, count in result.reading.invalid.items():
                 self._invalid[name] = self._invalid.get(name, 0) + count
+            self._note_activations(state, result.reading.values)
         values = self._fresh_values(state, result, now, new)
         fresh = now - result.finished_at <= STALE_INTERVALS * self._interval
         return DeviceView(
             worker.device, up=True, values=values, mig_values=result.reading.mig_values if fresh else {},
             stalled=stalled, read_seconds=result.seconds,
         )  # fmt: skip
+
+    def _note_activations(self, state: _DeviceState, values: dict[str, float]) -> None:
+        """Remember when each clock-event reason became active (for windowed counts)."""
+        active = frozenset(reason for key, reason in _CLOCK_EVENT_KEYS.items() if values.get(key) == 1)
+        now = self._wall()
+        for reason in active - state.active:
+            state.activations.setdefault(reason, []).append(now)
+        for reason, times in state.activations.items():
+            state.activations[reason] = [t for t in times if t >= now - ACTIVATION_MEMORY_SECONDS]
+        state.active = active
 
     def _fresh_values(self, state: _DeviceState, result: Result, now: float, new: bool) -> dict[str, float]:
         reading = result.reading
@@ -317,8 +338,28 @@ class Sampler:
             errors=dict(self._errors),
             invalid=dict(self._invalid),
         )
+        frame = Frame(
+            host=self._host,
+            devices=tuple(devices),
+            events=events if self._watch_events else None,
+            clock_activations={
+                uuid: {reason: tuple(times) for reason, times in state.activations.items()}
+                for uuid, state in self._states.items()
+            },
+            stats=stats,
+            wall_time=self._wall(),
+        )
+        return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame))
+
+
+def native_renderer(specs: Sequence[MetricSpec]) -> Renderer:
+    """Render frames under gpu-exporter's own names, in both exposition formats."""
+
+    def render_native(frame: Frame) -> Rendered:
         families = [
-            *device_families(self._specs, self._host, devices, events if self._watch_events else None),
-            *self_families(stats, devices),
+            *device_families(specs, frame.host, frame.devices, frame.events),
+            *self_families(frame.stats, frame.devices),
         ]
-        return Snapshot(self._clock(), self._host, tuple(devices), stats, render(families))
+        return render(families)
+
+    return render_native

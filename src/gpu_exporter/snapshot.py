@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, XidTally
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,28 @@ class SelfStats:
 
 
 @dataclass(frozen=True)
+class Frame:
+    """Everything one cycle renders: host and device views, event counts by GPU uuid (None when
+    the xid collector is off), clock-event activations by uuid and reason (Unix seconds, recent
+    ones only), the self-state, and the cycle's wall time (Unix seconds)."""
+
+    host: HostIdentity
+    devices: tuple[DeviceView, ...]
+    events: Mapping[str, XidTally] | None
+    clock_activations: Mapping[str, Mapping[str, tuple[float, ...]]]
+    stats: SelfStats
+    wall_time: float
+
+
+@dataclass(frozen=True)
 class Rendered:
-    """The exposition of one snapshot in each encoding a scrape may ask for."""
+    """The exposition of one snapshot in each encoding a scrape may ask for (OpenMetrics is None
+    where the names cannot be valid OpenMetrics, as in dcgm-exporter compatibility mode)."""
 
     text: bytes
     text_gzip: bytes
-    openmetrics: bytes
-    openmetrics_gzip: bytes
+    openmetrics: bytes | None = None
+    openmetrics_gzip: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -81,12 +81,14 @@ class DeviceReading:
 
 @dataclass(frozen=True)
 class XidTally:
-    """Events counted for one GPU since start: Xid codes, ECC events by type, time of the last Xid
-    (Unix seconds)."""
+    """Events counted for one GPU since start: Xid codes, ECC events by type, the last Xid and its
+    time, and the recent Xids as (Unix seconds, code), oldest first, for windowed counts."""
 
     xid: dict[int, int] = field(default_factory=dict)
     ecc: dict[str, int] = field(default_factory=dict)
     last_xid_at: float | None = None
+    last_xid: int | None = None
+    recent: tuple[tuple[float, int], ...] = ()
 
 
 class Backend(Protocol):

@@ -11,6 +11,7 @@ import ctypes
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -31,11 +32,18 @@ def _address(handle: Handle) -> int | None:
     return ctypes.cast(handle, ctypes.c_void_p).value
 
 
+#: Recent Xids kept per GPU for windowed counts (dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT).
+RECENT_SECONDS = 3600.0
+_RECENT_MAX = 1000
+
+
 @dataclass
 class _Counts:
     xid: dict[int, int] = field(default_factory=dict)
     ecc: dict[str, int] = field(default_factory=dict)
     last_xid_at: float | None = None
+    last_xid: int | None = None
+    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=_RECENT_MAX))
 
 
 class XidListener:
@@ -79,7 +87,9 @@ class XidListener:
         """Counts so far per GPU uuid (copies: the caller may keep them)."""
         with self._lock:
             return {
-                uuid: XidTally(dict(counts.xid), dict(counts.ecc), counts.last_xid_at)
+                uuid: XidTally(
+                    dict(counts.xid), dict(counts.ecc), counts.last_xid_at, counts.last_xid, tuple(counts.recent)
+                )
                 for uuid, counts in self._counts.items()
             }
 
@@ -109,7 +119,11 @@ class XidListener:
             if kind & _XID:
                 code = int(data.eventData)  # type: ignore[attr-defined]
                 counts.xid[code] = counts.xid.get(code, 0) + 1
-                counts.last_xid_at = time.time()
+                now = time.time()
+                counts.last_xid_at, counts.last_xid = now, code
+                counts.recent.append((now, code))
+                while counts.recent and counts.recent[0][0] < now - RECENT_SECONDS:
+                    counts.recent.popleft()
                 log.warning("%s: Xid %d", uuid, code)
             for bit, name in _ECC.items():
                 if kind & bit:

@@ -1,0 +1,315 @@
+"""dcgm-exporter compatibility mode: its counters CSV, DCGM_FI_* names, units, labels and flags."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpu_exporter.cli import parse_settings
+from gpu_exporter.counters import CountersError, defaults, load, parse
+from tests.harness import REPO, SCENARIOS, Exporter, free_port, samples, start, value
+from tests.test_exporter_e2e import scenario_values
+
+FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"
+MIB = Fraction(1024 * 1024)
+# Row → (scenario key, factor from the NVML unit to dcgm-exporter's unit) for every row NVML supplies.
+SUPPLIED: dict[str, tuple[str, Fraction]] = {
+    "DCGM_FI_DEV_SM_CLOCK": ("clock.sm", Fraction(1)),
+    "DCGM_FI_DEV_MEM_CLOCK": ("clock.memory", Fraction(1)),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("temperature.memory", Fraction(1)),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature.gpu", Fraction(1)),
+    "DCGM_FI_DEV_POWER_USAGE": ("power.usage", Fraction(1, 1000)),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy", Fraction(1)),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie.replay_counter", Fraction(1)),
+    "DCGM_FI_DEV_GPU_UTIL": ("utilization.gpu", Fraction(1)),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("utilization.memory", Fraction(1)),
+    "DCGM_FI_DEV_ENC_UTIL": ("utilization.encoder", Fraction(1)),
+    "DCGM_FI_DEV_DEC_UTIL": ("utilization.decoder", Fraction(1)),
+    "DCGM_FI_DEV_FB_FREE": ("memory.free", 1 / MIB),
+    "DCGM_FI_DEV_FB_USED": ("memory.used", 1 / MIB),
+    "DCGM_FI_DEV_FB_RESERVED": ("memory.reserved", 1 / MIB),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows.uncorrectable", Fraction(1)),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows.correctable", Fraction(1)),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remapped_rows.failure", Fraction(1)),
+}
+NOT_ON_NVML = {
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+}
+LABEL_ORDER = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
+
+
+#: promtool's complaints that dcgm-exporter's own names inherently cause (the documented list), by
+#: family: its camelCase label modelName on every DCGM family, counters without "_total", and a
+#: counter named "..._COUNTER". Nothing else may be reported.
+def inherent_promtool_issues(text: str) -> set[str]:
+    issues = set()
+    for family, kind in re.findall(r"^# TYPE (DCGM_\w+) (\w+)$", text, re.MULTILINE):
+        issues.add(f"{family} label names should be written in 'snake_case' not 'camelCase'")
+        if kind == "counter":
+            issues.add(f'{family} counter metrics should have "_total" suffix')
+            if "COUNTER" in family:
+                issues.add(f"{family} metric name should not include type 'counter'")
+    return issues
+
+
+def _labels_in_order(text: str, name: str) -> list[list[str]]:
+    return [
+        re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="', line) for line in text.splitlines() if line.startswith(name + "{")
+    ]
+
+
+def _compat(fakenvml_dir: Path, tmp_path: Path, scenario: Path, *args: str) -> Exporter:
+    return start(
+        fakenvml_dir, scenario, tmp_path, "-f", str(FIXTURE), "--collect-interval", "1h", *args,
+        env={"NODE_NAME": "gpu-node-7"},
+    )  # fmt: skip
+
+
+def test_fixture_csv_loads_unchanged() -> None:
+    rows = load(str(FIXTURE))
+    assert [row.field for row in rows][:3] == [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+    ]
+    assert {row.type for row in rows} == {"gauge", "counter", "label"}
+    assert "DCGM_FI_DEV_DEC_UTIL" in {row.field for row in rows}  # "NAME ," with a space before the comma
+    assert [row.field for row in defaults()] == [row.field for row in rows if not row.field.startswith("DCGM_EXP_")]
+
+
+def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_dir: Path, tmp_path: Path) -> None:
+    keys = scenario_values(SCENARIOS / "h100x4.scn")
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn")
+    try:
+        text = exporter.metrics()
+        content_type = exporter.get("/metrics", headers={"Accept": "application/openmetrics-text"}).headers[
+            "content-type"
+        ]
+    finally:
+        exporter.stop()
+    assert content_type.startswith("text/plain; version=0.0.4")  # names without _total: text format only
+    parsed = samples(text)
+    for name, (key, factor) in SUPPLIED.items():
+        assert f"# TYPE {name} " in text, name
+        for gpu in range(4):
+            expected = float(Fraction(keys[f"gpu{gpu}.{key}"]) * factor)
+            # (the parser files a counter's samples under NAME_total)
+            sample = name + "_total" if name + "_total" in parsed else name
+            got = value(parsed, sample, gpu=str(gpu), UUID=keys[f"gpu{gpu}.uuid"])
+            assert got == expected, f"{name} gpu{gpu}: {got} != {expected}"
+        for labels in _labels_in_order(text, name):
+            assert labels == LABEL_ORDER, f"{name}: {labels}"
+    line = next(line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{") and 'gpu="2"' in line)
+    assert line == (
+        f'DCGM_FI_DEV_GPU_TEMP{{gpu="2",UUID="{keys["gpu2.uuid"]}",pci_bus_id="00000000:58:00.0",device="nvidia2",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-7",DCGM_FI_DRIVER_VERSION="550.54.15"} 38'
+    )
+    assert "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n" in text  # help from the CSV
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in text  # type from the CSV
+    for name in NOT_ON_NVML:
+        assert name not in parsed, name
+    assert "gpu_temperature_celsius" not in parsed  # no native device names in this mode
+    xid = [dict(labels) for labels in parsed["DCGM_FI_DEV_XID_ERRORS"]]
+    assert {(labels["err_code"], labels["err_msg"]) for labels in xid} == {("0", "No Error")}
+    window = [dict(labels) for labels in parsed["DCGM_EXP_XID_ERRORS_COUNT"]]
+    assert len(window) == 4 and all(
+        labels["window_size_in_ms"] == "300000" and "xid" not in labels for labels in window
+    )
+    events = {dict(labels)["clock_event"] for labels in parsed["DCGM_EXP_CLOCK_EVENTS_COUNT"]}
+    assert events == {"gpu_idle", "clocks_setting", "power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
+                      "hw_thermal", "hw_power_brake", "display_clocks"}  # fmt: skip
+    # GPU 3 starts with power_cap and hw_thermal active: one activation each in the window.
+    assert value(parsed, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="3", clock_event="power_cap") == 1
+    assert value(parsed, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="3", clock_event="sync_boost") == 0
+    log = exporter.log()
+    for name in NOT_ON_NVML:
+        assert log.count(f"{name} skipped") == 1, name  # warned once, skipped
+
+
+def test_xid_in_compat_mode_has_code_message_and_window_counts(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "xid.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu1.xid = 79@0.5,13@0.7,13@0.9\n")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "-f", str(FIXTURE), "-c", "200")
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            parsed = samples(exporter.metrics())
+            if value(parsed, "DCGM_EXP_XID_ERRORS_COUNT", gpu="1", xid="13") == 2:
+                break
+            assert time.monotonic() < deadline, exporter.metrics()
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    assert value(parsed, "DCGM_EXP_XID_ERRORS_COUNT", gpu="1", xid="79") == 1
+    assert value(parsed, "DCGM_FI_DEV_XID_ERRORS", gpu="1", err_code="13") == 13  # the last one
+    message = next(dict(labels)["err_msg"] for labels in parsed["DCGM_FI_DEV_XID_ERRORS"] if dict(labels)["gpu"] == "1")
+    assert message.startswith("graphics engine exception")  # from the shared Xid table
+    assert value(parsed, "DCGM_FI_DEV_XID_ERRORS", gpu="0", err_code="0") == 0
+
+
+def test_mig_series_carry_gpu_instance_labels(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "mig.scn", "--dcgm-exporter.hostname-label", "hostname")
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    parsed = samples(text)
+    assert value(parsed, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="1g.5gb", GPU_I_ID="13") == 1024
+    assert value(parsed, "DCGM_FI_DEV_FB_USED", GPU_I_PROFILE="3g.20gb", GPU_I_ID="1") == 8192
+    mig_line = _labels_in_order(text, "DCGM_FI_DEV_FB_USED")[1]
+    assert mig_line == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "hostname",
+                        "DCGM_FI_DRIVER_VERSION"]  # fmt: skip
+
+
+def test_label_values_are_escaped_and_one_failing_field_keeps_the_rest(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "odd.scn"
+    text = (
+        (SCENARIOS / "h100x4.scn")
+        .read_text()
+        .replace("gpu0.name = NVIDIA H100 80GB HBM3", 'gpu0.name = Lab "H100" \\ rev2')
+    )
+    scenario.write_text(text + "gpu1.error.nvmlDeviceGetPowerUsage = UNKNOWN\n")
+    exporter = _compat(fakenvml_dir, tmp_path, scenario)
+    try:
+        body = exporter.metrics()
+    finally:
+        exporter.stop()
+    assert 'modelName="Lab \\"H100\\" \\\\ rev2"' in body
+    parsed = samples(body)  # a strict parser accepts it
+    assert value(parsed, "DCGM_FI_DEV_POWER_USAGE", gpu="1") is None
+    assert value(parsed, "DCGM_FI_DEV_POWER_USAGE", gpu="2") == 98.007
+    assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1") == 64
+
+
+def test_promtool_reports_only_what_dcgm_exporter_names_inherently_have(fakenvml_dir: Path, tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: run scripts/test"
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn")
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    reported = {line.strip() for line in (result.stdout + result.stderr).splitlines() if line.strip()}
+    assert reported == inherent_promtool_issues(text)
+    assert not [line for line in reported if "gpu_exporter_" in line]
+
+
+def test_dcgm_exporter_flags_and_environment() -> None:
+    settings = parse_settings(["-a", ":9500", "-c", "30000", "-f", str(FIXTURE)], {})
+    assert (settings.port, settings.collect_interval) == (9500, 30.0)  # a bare -c number is milliseconds
+    assert settings.metric_names == "dcgm-exporter" and settings.collectors_file == str(FIXTURE)
+    assert parse_settings(["-c", "500ms"], {}).collect_interval == 0.5
+    assert parse_settings(["-c", "2s"], {}).collect_interval == 2.0
+    env = {"DCGM_EXPORTER_LISTEN": "127.0.0.1:9600", "DCGM_EXPORTER_INTERVAL": "1500",
+           "DCGM_EXPORTER_COLLECTORS": str(FIXTURE), "DCGM_EXPORTER_KUBERNETES": "true"}  # fmt: skip
+    settings = parse_settings([], env)
+    assert (settings.host, settings.port, settings.collect_interval) == ("127.0.0.1", 9600, 1.5)
+    assert settings.metric_names == "dcgm-exporter" and settings.kubernetes
+    # ours win over dcgm-exporter's; --metric-names native keeps native names with a CSV
+    assert parse_settings([], {**env, "GPU_EXPORTER_WEB_LISTEN_ADDRESS": ":9700"}).port == 9700
+    assert parse_settings(["--metric-names", "native", "-f", str(FIXTURE)], {}).metric_names == "native"
+    assert parse_settings(["-k"], {}).kubernetes
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("DCGM_FI_DEV_GPU_TEMP, gauge\n", "bad.csv:1: 'DCGM_FI_DEV_GPU_TEMP, gauge' has 2 fields"),
+        ("# c\nDCGM_FI_DEV_GPU_TEMPERATURE, gauge, x\n", "bad.csv:2: unknown field 'DCGM_FI_DEV_GPU_TEMPERATURE'"),
+        ("DCGM_FI_DEV_GPU_TEMP, gaug, x\n", "bad.csv:1: type 'gaug' of DCGM_FI_DEV_GPU_TEMP is not one of"),
+    ],
+)
+def test_bad_counters_file_exits_2_naming_file_line_and_value(tmp_path: Path, content: str, needle: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    with pytest.raises(CountersError, match=re.escape(needle)):
+        parse(content, "bad.csv")
+    result = subprocess.run(
+        [sys.executable, "-m", "gpu_exporter", "-f", str(bad)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and needle.replace("bad.csv", str(bad)) in result.stderr
+
+
+DASHBOARD_12239 = {
+    "GPU Temperature": 'DCGM_FI_DEV_GPU_TEMP{instance=~".*", gpu=~".*"}',
+    "GPU Avg. Temp": 'avg(DCGM_FI_DEV_GPU_TEMP{instance=~".*", gpu=~".*"})',
+    "GPU Power Usage": 'DCGM_FI_DEV_POWER_USAGE{instance=~".*", gpu=~".*"}',
+    "GPU Power Total": 'sum(DCGM_FI_DEV_POWER_USAGE{instance=~".*", gpu=~".*"})',
+    "GPU SM Clocks": 'DCGM_FI_DEV_SM_CLOCK{instance=~".*", gpu=~".*"} * 1000000',
+    "GPU Utilization": 'DCGM_FI_DEV_GPU_UTIL{instance=~".*", gpu=~".*"}',
+    "GPU Framebuffer Mem Used": 'DCGM_FI_DEV_FB_USED{instance=~".*", gpu=~".*"}',
+    "Tensor Core Utilization": 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~".*", gpu=~".*"}',
+}
+
+
+def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_path: Path) -> None:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not found: run scripts/test"
+    keys = scenario_values(SCENARIOS / "h100x4.scn")
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(FIXTURE), "-c", "500")
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\nscrape_configs:\n"
+        f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{exporter.port}']}}]\n"
+    )
+    with (tmp_path / "prometheus.log").open("wb") as log:
+        server = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        results: dict[str, list[dict[str, object]]] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                results = {title: _query(port, promql) for title, promql in DASHBOARD_12239.items()}
+            except httpx.HTTPError:
+                results = {}
+            if results and all(results[title] for title in DASHBOARD_12239 if title != "Tensor Core Utilization"):
+                break
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(20)
+        exporter.stop()
+
+    def per_gpu(title: str) -> dict[str, float]:
+        return {r["metric"]["gpu"]: float(r["value"][1]) for r in results[title]}  # type: ignore[index]
+
+    gpus = [str(n) for n in range(4)]
+    assert per_gpu("GPU Temperature") == {g: float(keys[f"gpu{g}.temperature.gpu"]) for g in gpus}
+    assert per_gpu("GPU Power Usage") == {g: float(Fraction(keys[f"gpu{g}.power.usage"]) / 1000) for g in gpus}
+    assert per_gpu("GPU SM Clocks") == {g: float(keys[f"gpu{g}.clock.sm"]) * 1e6 for g in gpus}
+    assert per_gpu("GPU Utilization") == {g: float(keys[f"gpu{g}.utilization.gpu"]) for g in gpus}
+    assert per_gpu("GPU Framebuffer Mem Used") == {g: float(Fraction(keys[f"gpu{g}.memory.used"]) / MIB) for g in gpus}
+    avg = results["GPU Avg. Temp"][0]["value"][1]  # type: ignore[index]
+    assert float(avg) == sum(float(keys[f"gpu{g}.temperature.gpu"]) for g in gpus) / 4
+    total = results["GPU Power Total"][0]["value"][1]  # type: ignore[index]
+    assert float(total) == pytest.approx(sum(float(keys[f"gpu{g}.power.usage"]) for g in gpus) / 1000)
+    # Tensor-core activity is a DCGM profiling field: NVML cannot measure it, so the panel stays empty
+    # rather than showing a made-up 0.
+    assert results["Tensor Core Utilization"] == []
+
+
+def _query(port: int, promql: str) -> list[dict[str, object]]:
+    response = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": promql}, timeout=10)
+    response.raise_for_status()
+    result: list[dict[str, object]] = response.json()["data"]["result"]
+    return result

@@ -86,6 +86,10 @@ def test_unsupported_functions_produce_no_sample(fakenvml_dir: Path, tmp_path: P
     text = (SCENARIOS / "h100x4.scn").read_text()
     text = text.replace("gpu1.fan_speed = 45\n", "")  # key absent → NOT_SUPPORTED
     text += "gpu2.error.nvmlDeviceGetPowerUsage = NOT_SUPPORTED\ngpu3.error.nvmlDeviceGetClockInfo = UNKNOWN\n"
+    # An old driver: a missing symbol (FunctionNotFound) and, for the process list, pynvml's
+    # NVMLLibraryMismatchError, which is not an NVMLError.
+    text += "gpu0.error.nvmlDeviceGetPcieReplayCounter = FUNCTION_NOT_FOUND\n"
+    text += "gpu0.error.nvmlDeviceGetComputeRunningProcesses = FUNCTION_NOT_FOUND\n"
     scenario = tmp_path / "unsupported.scn"
     scenario.write_text(text)
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h")
@@ -102,6 +106,12 @@ def test_unsupported_functions_produce_no_sample(fakenvml_dir: Path, tmp_path: P
     assert value(parsed, "gpu_exporter_sample_errors_total", kind="unknown") == 2  # ...and counted (SM + memory)
     assert value(parsed, "gpu_temperature_celsius", gpu="3") == 83  # the rest of GPU 3 is untouched
     assert "NaN" not in body and "nan" not in body.lower().replace("nanoseconds", "")
+    assert value(parsed, "gpu_pcie_replay_errors_total", gpu="0") is None
+    assert value(parsed, "gpu_pcie_replay_errors_total", gpu="1") == 3
+    assert value(parsed, "gpu_compute_processes", gpu="0") is None
+    assert value(parsed, "gpu_compute_processes", gpu="1") == 0
+    assert value(parsed, "gpu_temperature_celsius", gpu="0") == 71  # the rest of GPU 0 is untouched
+    assert "NVMLLibraryMismatchError" in exporter.log()
     assert "not supported" in exporter.log()  # logged once...
     assert exporter.log().count("nvmlDeviceGetPowerUsage is not supported") == 1
 

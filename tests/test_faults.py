@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.harness import SCENARIOS, Exporter, Labels, samples, start, value
 
@@ -174,6 +175,20 @@ def test_no_driver_then_driver_without_restart(fakenvml_dir: Path, tmp_path: Pat
         exporter.stop()
     log = exporter.log()
     assert log.count("kernel driver is not loaded") == 1  # one actionable line, not one per retry
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this host has NVIDIA device nodes")
+def test_container_without_device_nodes_gets_its_own_hint(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "nodriver.scn"
+    scenario.write_text("init.error = DRIVER_NOT_LOADED\n")
+    # KUBERNETES_SERVICE_HOST marks a pod; nothing connects to it.
+    exporter = start(fakenvml_dir, scenario, tmp_path, env={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    try:
+        ready = exporter.get("/readyz")
+    finally:
+        exporter.stop()
+    assert "no_device_nodes" in ready.text
+    assert "no /dev/nvidia* device nodes in this container" in exporter.log()
 
 
 def test_absurd_values_are_dropped_and_counted(fakenvml_dir: Path, tmp_path: Path) -> None:

@@ -11,8 +11,10 @@ symbol become an absent sample remembered per (device, call) and logged once;
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -59,6 +61,14 @@ _INIT_HINTS: dict[int, tuple[str, str]] = {
 }
 
 
+def _in_container_without_devices() -> bool:
+    """True inside a container (Docker, Podman, Kubernetes) that was given no NVIDIA device nodes."""
+    in_container = (
+        Path("/.dockerenv").exists() or Path("/run/.containerenv").exists() or "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    return in_container and not Path("/dev/nvidiactl").exists()
+
+
 class NvmlBackend:
     """GPU samples through NVML. ``open``, ``discover`` and ``read`` run on sampler threads (NVML
     is thread-safe); handles are swapped as whole dicts, so a read never sees a half-built map."""
@@ -101,6 +111,15 @@ class NvmlBackend:
             pynvml.nvmlInit()
         except pynvml.NVMLError as err:
             reason, hint = _INIT_HINTS.get(err.value, ("init_failed", f"nvmlInit failed: {err}"))
+            if (
+                reason in ("library_not_found", "driver_not_loaded", "no_permission")
+                and _in_container_without_devices()
+            ):
+                reason = "no_device_nodes"
+                hint = (
+                    "no /dev/nvidia* device nodes in this container: run it with the NVIDIA container toolkit "
+                    "(docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use runtimeClassName: nvidia"
+                )
             raise BackendUnavailable(reason, hint) from err
 
     def discover(self) -> Sequence[DeviceIdentity]:

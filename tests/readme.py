@@ -25,7 +25,11 @@ README = REPO / "README.md"
 def flag_table() -> str:
     rows = ["| Flag | Environment | Meaning |", "|---|---|---|"]
     rows.append(f"| `{CONFIG_FILE_FLAG} FILE` | `{CONFIG_FILE_ENV}` | YAML file with the same settings (see below). |")
-    rows += [f"| `{o.flag} {o.metavar}` | `{o.env}` | {o.help} |" for o in OPTIONS]
+    rows += [
+        f"| {' / '.join(f'`{flag}`' for flag in (*o.aliases, o.flag))} `{o.metavar}` | "
+        f"{', '.join(f'`{env}`' for env in o.envs)} | {o.help} |"
+        for o in OPTIONS
+    ]
     rows += [
         f"| `--collector.{name}` / `--no-collector.{name}` | `{collector_env(name)}=true\\|false` | "
         f"Enable or disable the {name} collector (default {'off' if name in DEFAULT_OFF else 'on'}). |"

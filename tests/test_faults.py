@@ -187,8 +187,8 @@ def test_container_without_device_nodes_gets_its_own_hint(fakenvml_dir: Path, tm
         ready = exporter.get("/readyz")
     finally:
         exporter.stop()
-    assert "no_device_nodes" in ready.text
-    assert "no /dev/nvidia* device nodes in this container" in exporter.log()
+    assert "driver_not_loaded" in ready.text
+    assert "container without /dev/nvidia* device nodes" in exporter.log()
 
 
 def test_absurd_values_are_dropped_and_counted(fakenvml_dir: Path, tmp_path: Path) -> None:

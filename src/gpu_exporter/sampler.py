@@ -213,8 +213,12 @@ class Sampler:
         try:
             devices = self._backend.discover()
         except BackendUnavailable as err:
-            log.error("re-enumerating GPUs failed: %s", err)
-            self._discover_backoff.failed(now)
+            # The library stopped working altogether (e.g. DCGM's host engine went away): the
+            # backend is down until it reopens, which _try_open retries with backoff.
+            log.error("re-enumerating GPUs failed: %s; reopening the %s backend with backoff", err, self._backend.name)
+            self._backend.close()
+            self._open, self._down_reason = False, err.reason
+            self._open_backoff.failed(now)
             return
         self._adopt(devices)
         if self._needs_rediscovery():

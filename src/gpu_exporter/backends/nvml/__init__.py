@@ -115,10 +115,10 @@ class NvmlBackend:
                 reason in ("library_not_found", "driver_not_loaded", "no_permission")
                 and _in_container_without_devices()
             ):
-                reason = "no_device_nodes"
-                hint = (
-                    "no /dev/nvidia* device nodes in this container: run it with the NVIDIA container toolkit "
-                    "(docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use runtimeClassName: nvidia"
+                hint += (
+                    "; this looks like a container without /dev/nvidia* device nodes: run it with the NVIDIA "
+                    "container toolkit (docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use "
+                    "runtimeClassName: nvidia"
                 )
             raise BackendUnavailable(reason, hint) from err
 

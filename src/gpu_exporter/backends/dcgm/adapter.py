@@ -1,0 +1,443 @@
+"""The narrow adapter: the only code that imports DCGM's Python bindings ("pydcgm").
+
+The bindings are plain modules installed with DCGM (not on PyPI), imported lazily by
+:func:`load_adapter` from, in order: ``$DCGM_PYTHON_PATH`` (one or more folders), DCGM 4.x's
+``/usr/share/datacenter-gpu-manager-4/bindings/python3``, DCGM 3.x's
+``/usr/local/dcgm/bindings/python3``, then ``sys.path``. Only ``dcgm_structs`` (library loading,
+structs, ``DCGMError``) and ``dcgm_agent`` (the C API, one Python function per C function) are
+used; the higher-level ``pydcgm`` classes keep process-wide state and destructors we do not want.
+
+:class:`DcgmAdapter` is the whole surface the backend sees: plain Python values, DCGM's raw codes
+and blank sentinels untouched (decoding is :mod:`gpu_exporter.backends.dcgm.values`' job), and
+typed errors. ``tests/dcgmfake.py`` implements the same protocol in memory; the contract tests run
+against both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    FE_LINK,
+    FE_SWITCH,
+    LINK_STATE_UP,
+    ST_CONNECTION_NOT_VALID,
+    ST_FIELD_UNSUPPORTED_BY_API,
+    ST_GPU_NOT_SUPPORTED,
+    ST_IN_USE,
+    ST_NO_PERMISSION,
+    ST_NOT_SUPPORTED,
+    ST_NOT_WATCHED,
+    ST_PROFILING_LIBRARY_ERROR,
+    ST_PROFILING_NOT_SUPPORTED,
+    ST_REQUIRES_ROOT,
+    STATUS_KINDS,
+    Entity,
+    FieldValue,
+    link_entity_id,
+)
+
+log = logging.getLogger(__name__)
+
+ENV_PATH = "DCGM_PYTHON_PATH"
+DCGM4_BINDINGS = "/usr/share/datacenter-gpu-manager-4/bindings/python3"
+DCGM3_BINDINGS = "/usr/local/dcgm/bindings/python3"
+#: DCGM_OPERATION_MODE_AUTO: the engine samples watched fields on its own schedule.
+_OPERATION_MODE_AUTO = 1
+#: DCGM_GROUP_EMPTY: a group we fill with the entities we choose.
+_GROUP_EMPTY = 1
+
+
+class DcgmUnavailable(Exception):
+    """The bindings or ``libdcgm.so`` cannot be loaded at all. ``reason``: ``bindings_not_found``,
+    ``bindings_broken`` or ``library_not_found``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class DcgmError(Exception):
+    """A DCGM call returned ``code`` (a DCGM_ST_* status, negative)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def kind(self) -> str:
+        """The status as a short word (``no_permission``, ``connection_not_valid``, ...)."""
+        return STATUS_KINDS.get(self.code, f"status_{-self.code}")
+
+
+class DcgmNotSupported(DcgmError):
+    """DCGM_ST_NOT_SUPPORTED, DCGM_ST_PROFILING_NOT_SUPPORTED, DCGM_ST_GPU_NOT_SUPPORTED."""
+
+
+class DcgmNoPermission(DcgmError):
+    """DCGM_ST_NO_PERMISSION or DCGM_ST_REQUIRES_ROOT (profiling needs a root host engine)."""
+
+
+class DcgmProfilingInUse(DcgmError):
+    """DCGM_ST_PROFILING_LIBRARY_ERROR or DCGM_ST_IN_USE: another profiler (Nsight, CUPTI, a
+    second host engine) holds the driver's one profiling lock."""
+
+
+class DcgmConnectionLost(DcgmError):
+    """DCGM_ST_CONNECTION_NOT_VALID: the host engine went away (or we never connected)."""
+
+
+_ERROR_CLASSES: dict[int, type[DcgmError]] = {
+    ST_NOT_SUPPORTED: DcgmNotSupported,
+    ST_PROFILING_NOT_SUPPORTED: DcgmNotSupported,
+    ST_GPU_NOT_SUPPORTED: DcgmNotSupported,
+    ST_FIELD_UNSUPPORTED_BY_API: DcgmNotSupported,
+    ST_NO_PERMISSION: DcgmNoPermission,
+    ST_REQUIRES_ROOT: DcgmNoPermission,
+    ST_PROFILING_LIBRARY_ERROR: DcgmProfilingInUse,
+    ST_IN_USE: DcgmProfilingInUse,
+    ST_CONNECTION_NOT_VALID: DcgmConnectionLost,
+}
+
+
+def dcgm_error(code: int, message: str) -> DcgmError:
+    """The typed error for DCGM status ``code``."""
+    return _ERROR_CLASSES.get(code, DcgmError)(code, message)
+
+
+class DcgmAdapter(Protocol):
+    """What the DCGM backend needs from DCGM. Every method but :meth:`disconnect` raises
+    :class:`DcgmError` (typed by status); calls before :meth:`connect` or after
+    :meth:`disconnect` raise :class:`DcgmConnectionLost` without touching DCGM."""
+
+    #: Where the bindings were imported from (for logs and gpu_exporter_backend_info).
+    source: str
+
+    def connect(self, address: str | None, timeout_ms: int) -> None:
+        """Connect to a standalone nv-hostengine at ``HOST:PORT``, or start an embedded host
+        engine in this process when ``address`` is None."""
+
+    def disconnect(self) -> None:
+        """Disconnect (standalone) or stop the embedded engine; the engine drops our groups and
+        watches. Never raises."""
+
+    def entities(self) -> list[Entity]:
+        """GPUs, MIG GPU and compute instances (with NVML's instance ids), NVSwitches, and the
+        NVLinks that are up."""
+
+    def remove_stale(self, prefix: str) -> int:
+        """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
+        adapter did not create (left by an earlier run); returns how many were destroyed."""
+
+    def watch(
+        self,
+        name: str,
+        entities: Sequence[tuple[int, int]],
+        field_ids: Sequence[int],
+        update_us: int,
+        keep_age_s: float,
+    ) -> None:
+        """Create an entity group and a field group both called ``name`` and watch them: DCGM
+        samples every field every ``update_us`` µs and keeps ``keep_age_s`` seconds of samples."""
+
+    def unwatch(self, name: str) -> None:
+        """Stop watching ``name`` and destroy its groups (unknown names are ignored)."""
+
+    def update_all(self) -> None:
+        """Make the engine sample every watched field now and wait for it (a first fill)."""
+
+    def latest(self, name: str) -> list[FieldValue]:
+        """The latest sample of every field of ``name`` for every entity of it, in one call."""
+
+    def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
+        """Every sample of ``name`` recorded at or after ``since_us`` (engine clock, µs), and the
+        timestamp to pass next time."""
+
+    def profiling_fields(self, gpu_id: int) -> frozenset[int]:
+        """The profiling field ids GPU ``gpu_id`` supports (its metric groups)."""
+
+
+def candidate_dirs() -> list[str]:
+    """Folders searched for the bindings, in order (``sys.path`` is tried after them)."""
+    configured = os.environ.get(ENV_PATH, "")
+    return [part for part in configured.split(os.pathsep) if part] + [DCGM4_BINDINGS, DCGM3_BINDINGS]
+
+
+def _import(folder: str | None) -> tuple[ModuleType, ModuleType]:
+    if folder is not None and folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module("dcgm_structs"), importlib.import_module("dcgm_agent")
+
+
+def load_adapter() -> PydcgmAdapter:
+    """Import the bindings (see the module docstring for the search order); raises
+    :class:`DcgmUnavailable` when none can be imported. Loads nothing native yet."""
+    tried = []
+    for folder in candidate_dirs():
+        if not os.path.isfile(os.path.join(folder, "dcgm_agent.py")):
+            tried.append(folder)
+            continue
+        try:
+            structs, agent = _import(folder)
+        except Exception as err:  # any failure inside vendor modules means "unusable", said once
+            raise DcgmUnavailable(
+                "bindings_broken", f"the DCGM Python bindings in {folder} failed to import: {err!r}"
+            ) from err
+        return PydcgmAdapter(structs, agent, folder)
+    try:
+        structs, agent = _import(None)
+    except ImportError as err:
+        listed = ", ".join(tried)
+        raise DcgmUnavailable(
+            "bindings_not_found", f"pydcgm (dcgm_agent.py) not found in {listed} or on sys.path"
+        ) from err
+    return PydcgmAdapter(structs, agent, "sys.path")
+
+
+def _text(raw: object) -> str:
+    if isinstance(raw, bytes):
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return str(raw)
+
+
+def _field_value(group: int, entity: int, raw: Any) -> FieldValue:
+    """A ``c_dcgmFieldValue_v1`` (entity passed separately) as plain Python values."""
+    field_type = chr(raw.fieldType)
+    value: int | float | str | None
+    if field_type in ("i", "t"):
+        value = int(raw.value.i64)
+    elif field_type == "d":
+        value = float(raw.value.dbl)
+    elif field_type == "s":
+        value = _text(raw.value.str)
+    else:
+        value = None
+    return FieldValue(int(group), int(entity), int(raw.fieldId), field_type, int(raw.status), int(raw.ts), value)
+
+
+def _collect(group: int, entity: int, values: Any, count: int, user_data: Any) -> int:
+    """``dcgmFieldValueEntityEnumeration_f``: DCGM calls it once per entity with that entity's
+    samples; they are appended to the list passed as user data."""
+    try:
+        sink = ctypes.cast(user_data, ctypes.py_object).value
+        for index in range(count):
+            sink.append(_field_value(group, entity, values[index]))
+    except Exception:  # an exception must not unwind through C; it is logged instead
+        log.exception("decoding DCGM field values failed")
+    return 0
+
+
+class PydcgmAdapter:
+    """:class:`DcgmAdapter` over the real bindings (``dcgm_agent`` calls, DCGM 3.3 to 4.6)."""
+
+    def __init__(self, structs: ModuleType, agent: ModuleType, source: str) -> None:
+        self._structs = structs
+        self._agent = agent
+        self.source = source
+        self._handle: Any = None
+        self._embedded = False
+        self._groups: dict[str, tuple[Any, Any]] = {}  # name → (group id, field group id)
+        self._lock = threading.Lock()
+        self._library_loaded = False
+        # Kept on the instance: DCGM calls it during dcgmGetLatestValues_v2 / dcgmGetValuesSince_v2.
+        self._callback = agent.dcgmFieldValueEntityEnumeration_f(_collect)
+
+    # connection ------------------------------------------------------------------------------
+    def _load_library(self) -> None:
+        """``dcgm_structs._dcgmInit`` (finds libdcgm.so.4 or .so.3), then ``dcgmInit``, once."""
+        if self._library_loaded:
+            return
+        try:
+            self._structs._dcgmInit()
+            self._agent.dcgmInit()
+        except self._structs.DCGMError as err:
+            raise DcgmUnavailable(
+                "library_not_found", f"libdcgm could not be loaded ({err}); bindings from {self.source}"
+            ) from err
+        self._library_loaded = True
+
+    def connect(self, address: str | None, timeout_ms: int) -> None:
+        self._load_library()
+        self.disconnect()
+        agent, structs = self._agent, self._structs
+        try:
+            if address is None:
+                handle = agent.dcgmStartEmbedded(_OPERATION_MODE_AUTO)
+            elif hasattr(agent, "dcgmConnect_v3") and hasattr(structs, "c_dcgmConnectV3Params_v1"):
+                # DCGM 4.5 and later: a connection string with a scheme.
+                params = structs.c_dcgmConnectV3Params_v1()
+                params.persistAfterDisconnect = 0
+                params.timeoutMs = timeout_ms
+                handle = agent.dcgmConnect_v3(b"tcp://" + address.encode(), params)
+            else:
+                # DCGM 3.x to 4.4: HOST:PORT and a flag for unix sockets.
+                params = structs.c_dcgmConnectV2Params_v2()
+                params.persistAfterDisconnect = 0
+                params.timeoutMs = timeout_ms
+                params.addressIsUnixSocket = 0
+                handle = agent.dcgmConnect_v2(address.encode(), params)
+        except structs.DCGMError as err:
+            where = "starting an embedded host engine" if address is None else f"connecting to {address}"
+            raise dcgm_error(int(err.value), f"{where}: {err}") from err
+        with self._lock:
+            self._handle, self._embedded = handle, address is None
+            self._groups.clear()
+
+    def disconnect(self) -> None:
+        with self._lock:
+            handle, self._handle = self._handle, None
+            self._groups.clear()
+        if handle is None:
+            return
+        try:
+            if self._embedded:
+                self._agent.dcgmStopEmbedded(handle)
+            else:
+                self._agent.dcgmDisconnect(handle)
+        except self._structs.DCGMError as err:
+            log.debug("disconnecting from DCGM: %s", err)
+
+    def _call(self, function: str, *args: Any) -> Any:
+        """``dcgm_agent.<function>(handle, *args)``, with DCGMError turned into a typed error."""
+        handle = self._handle
+        if handle is None:
+            raise DcgmConnectionLost(ST_CONNECTION_NOT_VALID, f"{function}: not connected to DCGM")
+        try:
+            return getattr(self._agent, function)(handle, *args)
+        except self._structs.DCGMError as err:
+            raise dcgm_error(int(err.value), f"{function}: {err}") from err
+
+    def _optional(self, function: str, *args: Any) -> Any:
+        """Like :meth:`_call`, but None when the feature is missing (no NVSwitch module, no MIG)."""
+        try:
+            return self._call(function, *args)
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            log.debug("%s", err)
+            return None
+
+    # discovery -------------------------------------------------------------------------------
+    def entities(self) -> list[Entity]:
+        found = [Entity(FE_GPU, int(gpu)) for gpu in self._call("dcgmGetEntityGroupEntities", FE_GPU, 0)]
+        hierarchy = self._optional("dcgmGetGpuInstanceHierarchy")
+        for index in range(int(hierarchy.count) if hierarchy is not None else 0):
+            item = hierarchy.entityList[index]
+            group = int(item.entity.entityGroupId)
+            found.append(
+                Entity(
+                    group,
+                    int(item.entity.entityId),
+                    (int(item.parent.entityGroupId), int(item.parent.entityId)),
+                    gpu_instance=int(item.info.nvmlInstanceId),
+                    compute_instance=int(item.info.nvmlComputeInstanceId) if group == FE_GPU_CI else None,
+                )
+            )
+        switches = self._optional("dcgmGetEntityGroupEntities", FE_SWITCH, 0) or []
+        found += [Entity(FE_SWITCH, int(switch)) for switch in switches]
+        status = self._optional("dcgmGetNvLinkLinkStatus")
+        if status is not None:
+            # The struct's version differs by release (link arrays of 6 to 36 per GPU); len() adapts.
+            owner_lists = ((status.gpus, status.numGpus, FE_GPU), (status.nvSwitches, status.numNvSwitches, FE_SWITCH))
+            for owners, count, group in owner_lists:
+                for owner in owners[: int(count)]:
+                    for port, state in enumerate(owner.linkState):
+                        if int(state) == LINK_STATE_UP:
+                            parent = int(owner.entityId)
+                            found.append(
+                                Entity(FE_LINK, link_entity_id(group, parent, port), (group, parent), link=port)
+                            )
+        return found
+
+    # groups and watches ----------------------------------------------------------------------
+    def remove_stale(self, prefix: str) -> int:
+        removed = 0
+        ours = set(self._groups)
+        for group_id in self._call("dcgmGroupGetAllIds"):
+            info = self._optional("dcgmGroupGetInfo", ctypes.c_void_p(group_id))
+            name = _text(info.groupName) if info is not None else ""
+            if name.startswith(prefix) and name not in ours:
+                self._optional("dcgmGroupDestroy", ctypes.c_void_p(group_id))
+                removed += 1
+        every = self._call("dcgmFieldGroupGetAll")
+        for index in range(int(every.numFieldGroups)):
+            field_group = every.fieldGroups[index]
+            name = _text(field_group.fieldGroupName)
+            if name.startswith(prefix) and name not in ours:
+                self._optional("dcgmFieldGroupDestroy", ctypes.c_void_p(field_group.fieldGroupId))
+                removed += 1
+        return removed
+
+    def watch(
+        self,
+        name: str,
+        entities: Sequence[tuple[int, int]],
+        field_ids: Sequence[int],
+        update_us: int,
+        keep_age_s: float,
+    ) -> None:
+        label = name.encode()
+        group = self._call("dcgmGroupCreate", _GROUP_EMPTY, label)
+        field_group = None
+        try:
+            for entity_group, entity_id in entities:
+                self._call("dcgmGroupAddEntity", group, entity_group, entity_id)
+            field_group = self._call("dcgmFieldGroupCreate", [int(field) for field in field_ids], label)
+            self._call("dcgmWatchFields", group, field_group, int(update_us), float(keep_age_s), 0)
+        except DcgmError:
+            if field_group is not None:
+                self._optional("dcgmFieldGroupDestroy", field_group)
+            self._optional("dcgmGroupDestroy", group)
+            raise
+        with self._lock:
+            self._groups[name] = (group, field_group)
+
+    def unwatch(self, name: str) -> None:
+        with self._lock:
+            ids = self._groups.pop(name, None)
+        if ids is None:
+            return
+        group, field_group = ids
+        self._optional("dcgmUnwatchFields", group, field_group)
+        self._optional("dcgmFieldGroupDestroy", field_group)
+        self._optional("dcgmGroupDestroy", group)
+
+    def _ids(self, name: str) -> tuple[Any, Any]:
+        ids = self._groups.get(name)
+        if ids is None:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        return ids
+
+    def update_all(self) -> None:
+        self._call("dcgmUpdateAllFields", 1)
+
+    # reads -----------------------------------------------------------------------------------
+    def latest(self, name: str) -> list[FieldValue]:
+        group, field_group = self._ids(name)
+        sink: list[FieldValue] = []
+        self._call("dcgmGetLatestValues_v2", group, field_group, self._callback, sink)
+        return sink
+
+    def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
+        group, field_group = self._ids(name)
+        sink: list[FieldValue] = []
+        next_since = self._call("dcgmGetValuesSince_v2", group, field_group, int(since_us), self._callback, sink)
+        return sink, int(next_since)
+
+    def profiling_fields(self, gpu_id: int) -> frozenset[int]:
+        groups = self._call("dcgmProfGetSupportedMetricGroups", gpu_id)
+        fields: set[int] = set()
+        for index in range(int(groups.numMetricGroups)):
+            metric_group = groups.metricGroups[index]
+            fields.update(int(metric_group.fieldIds[i]) for i in range(int(metric_group.numFieldIds)))
+        return frozenset(fields)

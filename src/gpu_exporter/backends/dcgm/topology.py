@@ -1,0 +1,121 @@
+"""What one DCGM discovery found: devices as the sampler sees them, and DCGM's ids behind them.
+
+Built from the entity list and the identity fields (sampled once per discovery): field 52 gives
+the NVML index used as the ``gpu`` label, 54 the UUID, 50 the name (on a MIG GPU instance: its
+profile, e.g. ``3g.40gb``), 67 the MIG mode; 1, 2 and 5 (global fields) the host's versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    FE_GPU_I,
+    FI_CUDA_DRIVER_VERSION,
+    FI_DRIVER_VERSION,
+    FI_MIG_MODE,
+    FI_MINOR_NUMBER,
+    FI_NAME,
+    FI_NVML_INDEX,
+    FI_NVML_VERSION,
+    FI_PCI_BUS_ID,
+    FI_SERIAL,
+    FI_UUID,
+    FI_VBIOS_VERSION,
+    Entity,
+)
+
+#: Decoded identity values: entity (group, id) → field id → value.
+Values = Mapping[tuple[int, int], Mapping[int, int | float | str]]
+
+
+@dataclass
+class Topology:
+    """Devices and host identity for the sampler; DCGM ids for the backend."""
+
+    devices: tuple[DeviceIdentity, ...] = ()
+    host: HostIdentity = field(default_factory=HostIdentity)
+    gpus: dict[str, int] = field(default_factory=dict)  # GPU uuid → DCGM GPU id
+    migs: dict[tuple[str, int], int] = field(default_factory=dict)  # (GPU uuid, MIG slot) → compute instance id
+    owner: dict[tuple[int, int], str] = field(default_factory=dict)  # GPU/GI/CI entity → GPU uuid
+    entities: tuple[Entity, ...] = ()
+
+    @property
+    def layout(self) -> frozenset[tuple[int, int, tuple[int, int] | None]]:
+        """GPUs and MIG instances with their parents: a change means identities and watches are stale."""
+        return layout(self.entities)
+
+
+def layout(entities: Sequence[Entity]) -> frozenset[tuple[int, int, tuple[int, int] | None]]:
+    return frozenset((e.group, e.id, e.parent) for e in entities if e.group in (FE_GPU, FE_GPU_I, FE_GPU_CI))
+
+
+def text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def build(entities: Sequence[Entity], values: Values) -> Topology:
+    """Device identities (sorted by NVML index), MIG devices in (GPU instance, compute instance)
+    order, and which GPU owns each GPU, GPU instance and compute instance entity."""
+    gpus = [e for e in entities if e.group == FE_GPU]
+    instances = {e.id: e for e in entities if e.group == FE_GPU_I}
+    computes = [e for e in entities if e.group == FE_GPU_CI]
+    topology = Topology(entities=tuple(entities))
+    devices = []
+    for gpu in gpus:
+        own = values.get(gpu.key, {})
+        uuid = text(own.get(FI_UUID)) or f"GPU-dcgm-{gpu.id}"
+        gpu_name = text(own.get(FI_NAME))
+        migs: list[MigIdentity] = []
+        mine = [c for c in computes if c.parent and instances.get(c.parent[1], Entity(0, 0)).parent == gpu.key]
+        for compute in sorted(mine, key=lambda c: (c.gpu_instance or 0, c.compute_instance or 0)):
+            assert compute.parent is not None
+            profile = text(values.get(compute.parent, {}).get(FI_NAME))
+            topology.migs[(uuid, len(migs))] = compute.id
+            topology.owner[compute.key] = uuid
+            migs.append(
+                MigIdentity(
+                    gpu_instance=compute.gpu_instance or 0,
+                    compute_instance=compute.compute_instance or 0,
+                    profile=profile,
+                    uuid=text(values.get(compute.key, {}).get(FI_UUID)),
+                    name=f"{gpu_name} MIG {profile}" if profile else gpu_name,  # the driver's naming
+                )
+            )
+        for instance in instances.values():
+            if instance.parent == gpu.key:
+                topology.owner[instance.key] = uuid
+        index = own.get(FI_NVML_INDEX)
+        mig_mode = own.get(FI_MIG_MODE)
+        devices.append(
+            DeviceIdentity(
+                index=index if isinstance(index, int) else gpu.id,
+                uuid=uuid,
+                name=gpu_name,
+                pci_bus_id=text(own.get(FI_PCI_BUS_ID)),
+                serial=text(own.get(FI_SERIAL)),
+                vbios_version=text(own.get(FI_VBIOS_VERSION)),
+                minor_number=text(own.get(FI_MINOR_NUMBER)),
+                mig_mode={1: "enabled", 0: "disabled"}.get(mig_mode, "") if isinstance(mig_mode, int) else "",
+                migs=tuple(migs),
+            )
+        )
+        topology.gpus[uuid] = gpu.id
+        topology.owner[gpu.key] = uuid
+    topology.devices = tuple(sorted(devices, key=lambda d: d.index))
+    first = values.get(gpus[0].key, {}) if gpus else {}
+    cuda = first.get(FI_CUDA_DRIVER_VERSION)
+    topology.host = HostIdentity(
+        driver_version=text(first.get(FI_DRIVER_VERSION)),
+        cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else "",
+        nvml_version=text(first.get(FI_NVML_VERSION)),
+    )
+    return topology

@@ -1,0 +1,355 @@
+"""An in-process fake of the DCGM adapter protocol (``gpu_exporter.backends.dcgm.adapter.DcgmAdapter``),
+not of pydcgm: it hands the backend DCGM-shaped raw values (type codes, statuses, blank sentinels)
+and raises the adapter's typed errors for DCGM's status codes, so the backend's decoding, watches,
+profiling, Xid counting and reconnects run as they would on a host engine.
+
+Build one with :func:`from_scenario` (a fake-NVML scenario file translated into DCGM's units, for
+parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig`. Knobs:
+``reachable`` (which connection targets answer), :meth:`lose_connection` / :meth:`restore`,
+``profiling_support`` and ``profiling_watch_error``, :meth:`record_xid`, ``stale`` group names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from gpu_exporter.backends.dcgm.adapter import DcgmConnectionLost, DcgmError, dcgm_error
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    FE_GPU_I,
+    FE_LINK,
+    FE_SWITCH,
+    FP64_BLANK,
+    INT32_BLANK,
+    INT64_BLANK,
+    ST_CONNECTION_NOT_VALID,
+    ST_DUPLICATE_KEY,
+    ST_NOT_WATCHED,
+    ST_OK,
+    Entity,
+    FieldValue,
+    link_entity_id,
+)
+from gpu_exporter.catalogue import METRICS
+
+#: A raw value as DCGM stores it: (type code, value, status).
+Raw = tuple[str, int | float | str | None, int]
+
+
+def int64(value: int) -> Raw:
+    return ("i", int(value), ST_OK)
+
+
+def double(value: float) -> Raw:
+    return ("d", float(value), ST_OK)
+
+
+def string(value: str) -> Raw:
+    return ("s", value, ST_OK)
+
+
+def failed(status: int) -> Raw:
+    """A sample whose read failed with DCGM status ``status`` (its value is meaningless)."""
+    return ("i", 0, status)
+
+
+# Every blank sentinel of dcgmvalue.py, as raw samples.
+INT32_SENTINELS = {why: int64(INT32_BLANK + i) for i, why in enumerate(("blank", "not_found", "not_supported", "perm"))}
+INT64_SENTINELS = {why: int64(INT64_BLANK + i) for i, why in enumerate(("blank", "not_found", "not_supported", "perm"))}
+FP64_SENTINELS = {why: double(FP64_BLANK + i) for i, why in enumerate(("blank", "not_found", "not_supported", "perm"))}
+STRING_SENTINELS = {
+    "blank": string("<<<NULL>>>"),
+    "not_found": string("<<<NOT_FOUND>>>"),
+    "not_supported": string("<<<NOT_SUPPORTED>>>"),
+    "perm": string("<<<NOT_PERM>>>"),
+}
+#: What a watched field with no sample yet reads as.
+NO_SAMPLE = INT64_SENTINELS["blank"]
+
+
+@dataclass
+class Watch:
+    entities: tuple[tuple[int, int], ...]
+    fields: tuple[int, ...]
+    update_us: int
+    keep_age_s: float
+
+
+@dataclass
+class FakeDcgm:
+    """The fake host engine and its client connection in one object."""
+
+    source: str = "tests.dcgmfake"
+    reachable: set[str | None] = field(default_factory=lambda: {"localhost:5555", None})
+    entity_list: list[Entity] = field(default_factory=list)
+    values: dict[tuple[int, int], dict[int, Raw]] = field(default_factory=dict)
+    globals: dict[int, Raw] = field(default_factory=dict)  # global fields, readable on any GPU
+    profiling_support: dict[int, frozenset[int] | int] = field(default_factory=dict)  # GPU id → fields or status
+    profiling_watch_error: int | None = None  # status dcgmWatchFields returns for profiling fields
+    stale: set[str] = field(default_factory=set)  # group names left by an earlier run
+    watches: dict[str, Watch] = field(default_factory=dict)
+    xids: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts µs, group, entity, code)
+    connected_to: str | None = None
+    connected: bool = False
+    down: bool = False
+    connects: int = 0
+    latest_calls: int = 0
+    clock_us: int = 1_700_000_000_000_000
+
+    # building the host ---------------------------------------------------------------------
+    def add_gpu(self, gpu_id: int, fields: dict[int, Raw], profiling: frozenset[int] | int = frozenset()) -> None:
+        self.entity_list.append(Entity(FE_GPU, gpu_id))
+        self.values[(FE_GPU, gpu_id)] = dict(fields)
+        self.profiling_support[gpu_id] = profiling
+
+    def add_mig(
+        self, gpu_id: int, gi_entity: int, gi: int, ci_entity: int, ci: int, profile: str, fields: dict[int, Raw]
+    ) -> None:
+        """One MIG device: a GPU instance (named by its profile, as DCGM does) with one compute instance."""
+        if not any(e.key == (FE_GPU_I, gi_entity) for e in self.entity_list):
+            self.entity_list.append(Entity(FE_GPU_I, gi_entity, (FE_GPU, gpu_id), gpu_instance=gi))
+            self.values[(FE_GPU_I, gi_entity)] = {50: string(profile)}
+        self.entity_list.append(
+            Entity(FE_GPU_CI, ci_entity, (FE_GPU_I, gi_entity), gpu_instance=gi, compute_instance=ci)
+        )
+        self.values[(FE_GPU_CI, ci_entity)] = dict(fields)
+
+    def add_nvswitch(self, switch_id: int, up_ports: Sequence[int]) -> None:
+        self.entity_list.append(Entity(FE_SWITCH, switch_id))
+        for port in up_ports:
+            raw = link_entity_id(FE_SWITCH, switch_id, port)
+            self.entity_list.append(Entity(FE_LINK, raw, (FE_SWITCH, switch_id), link=port))
+
+    def record_xid(self, group: int, entity: int, code: int) -> None:
+        self.clock_us += 1000
+        self.xids.append((self.clock_us, group, entity, code))
+
+    def lose_connection(self) -> None:
+        """The host engine dies: every call fails and reconnecting fails until :meth:`restore`."""
+        self.down = True
+        self.connected = False
+        self.watches.clear()
+
+    def restore(self) -> None:
+        self.down = False
+
+    # the adapter protocol ------------------------------------------------------------------
+    def _check(self) -> None:
+        if self.down or not self.connected:
+            raise DcgmConnectionLost(
+                ST_CONNECTION_NOT_VALID, "The connection to the host engine is not valid any longer"
+            )
+
+    def connect(self, address: str | None, timeout_ms: int) -> None:
+        if self.down or address not in self.reachable:
+            raise dcgm_error(ST_CONNECTION_NOT_VALID, f"connecting to {address or 'embedded'}: connection refused")
+        self.connected, self.connected_to = True, address
+        self.watches.clear()
+        self.connects += 1
+
+    def disconnect(self) -> None:
+        self.connected = False
+        self.watches.clear()
+
+    def entities(self) -> list[Entity]:
+        self._check()
+        return list(self.entity_list)
+
+    def remove_stale(self, prefix: str) -> int:
+        self._check()
+        gone = {name for name in self.stale if name.startswith(prefix)}
+        self.stale -= gone
+        return len(gone)
+
+    def watch(
+        self,
+        name: str,
+        entities: Sequence[tuple[int, int]],
+        field_ids: Sequence[int],
+        update_us: int,
+        keep_age_s: float,
+    ) -> None:
+        self._check()
+        if name in self.watches or name in self.stale:
+            raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
+        if self.profiling_watch_error is not None and any(f >= 1001 for f in field_ids):
+            raise dcgm_error(self.profiling_watch_error, "dcgmWatchFields: profiling watch refused")
+        self.watches[name] = Watch(tuple(entities), tuple(field_ids), update_us, keep_age_s)
+
+    def unwatch(self, name: str) -> None:
+        self.watches.pop(name, None)
+
+    def update_all(self) -> None:
+        self._check()
+
+    def _sample(self, key: tuple[int, int], field_id: int) -> FieldValue:
+        raw = self.values.get(key, {}).get(field_id)
+        if raw is None and key[0] == FE_GPU:
+            raw = self.globals.get(field_id)
+        field_type, value, status = raw if raw is not None else NO_SAMPLE
+        return FieldValue(key[0], key[1], field_id, field_type, status, self.clock_us, value)
+
+    def latest(self, name: str) -> list[FieldValue]:
+        self._check()
+        watch = self.watches.get(name)
+        if watch is None:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        self.latest_calls += 1
+        return [self._sample(entity, field_id) for entity in watch.entities for field_id in watch.fields]
+
+    def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
+        self._check()
+        watch = self.watches.get(name)
+        if watch is None:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        found = [
+            FieldValue(group, entity, 230, "i", ST_OK, ts, code)
+            for ts, group, entity, code in self.xids
+            if ts >= since_us and (group, entity) in watch.entities and 230 in watch.fields
+        ]
+        return found, (max(v.ts for v in found) + 1 if found else max(since_us, 1))
+
+    def profiling_fields(self, gpu_id: int) -> frozenset[int]:
+        self._check()
+        support = self.profiling_support.get(gpu_id, frozenset())
+        if isinstance(support, int):
+            raise dcgm_error(support, "dcgmProfGetSupportedMetricGroups failed")
+        return support
+
+
+# --- fake-NVML scenario → DCGM raw values ------------------------------------------------------
+
+#: Scenario key (after ``gpuN.``) → DCGM field id, for every value both fakes describe.
+SCENARIO_FIELDS: dict[str, int] = {
+    "utilization.gpu": 203,
+    "utilization.memory": 204,
+    "utilization.encoder": 206,
+    "utilization.decoder": 207,
+    "memory.total": 250,
+    "memory.free": 251,
+    "memory.used": 252,
+    "memory.reserved": 253,
+    "bar1.total": 90,
+    "bar1.used": 92,
+    "temperature.gpu": 150,
+    "temperature.memory": 140,
+    "temperature.slowdown": 158,
+    "temperature.shutdown": 159,
+    "temperature.max_operating": 152,
+    "fan_speed": 191,
+    "power.usage": 155,
+    "power.enforced_limit": 164,
+    "power.default_limit": 163,
+    "energy": 156,
+    "clock.sm": 100,
+    "clock.memory": 101,
+    "max_clock.sm": 113,
+    "max_clock.memory": 114,
+    "pstate": 190,
+    "pcie.link_gen": 237,
+    "pcie.max_link_gen": 235,
+    "pcie.link_width": 238,
+    "pcie.max_link_width": 236,
+    "pcie.replay_counter": 202,
+    "pcie.tx": 200,
+    "pcie.rx": 201,
+    "clock_event_reasons": 112,
+    "violation.power": 240,
+    "violation.thermal": 241,
+    "violation.sync_boost": 242,
+    "violation.board_limit": 243,
+    "violation.low_util": 244,
+    "violation.reliability": 245,
+    "ecc.mode": 300,
+    "ecc.volatile.corrected": 310,
+    "ecc.volatile.uncorrected": 311,
+    "ecc.aggregate.corrected": 312,
+    "ecc.aggregate.uncorrected": 313,
+    "remapped_rows.correctable": 394,
+    "remapped_rows.uncorrectable": 393,
+    "remapped_rows.pending": 396,
+    "remapped_rows.failure": 395,
+}
+#: Fields DCGM stores as doubles (watts); the rest are int64 in DCGM's integer unit.
+DOUBLE_FIELDS = frozenset({155, 163, 164})
+
+
+def _factor(field_id: int) -> Fraction:
+    """NVML raw unit → DCGM raw unit for ``field_id``, from the catalogue's two scales."""
+    for spec in METRICS:
+        if spec.dcgm is not None and spec.dcgm.field_id == field_id and spec.nvml is not None:
+            return spec.nvml.scale / spec.dcgm.scale
+    raise KeyError(field_id)
+
+
+def dcgm_raw(field_id: int, nvml_raw: str) -> Raw:
+    """A scenario (NVML-unit) value as DCGM would store it: converted by the catalogue's scales;
+    integer fields keep DCGM's whole units (MiB, MHz, °C), truncated as DCGM does."""
+    number = Fraction(int(nvml_raw, 0)) if nvml_raw.lower().startswith("0x") else Fraction(nvml_raw)
+    value = number * _factor(field_id)
+    if field_id in DOUBLE_FIELDS:
+        return double(float(value))
+    return int64(int(value))
+
+
+def scenario_keys(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, _, raw = line.partition("=")
+            values[key.strip()] = raw.strip()
+    return values
+
+
+def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcgm:
+    """A fake host engine showing the same GPUs as the fake NVML does for scenario ``text``
+    (identity defaults as in tests/fakenvml/README.md; free memory derived the same way)."""
+    keys = scenario_keys(text)
+    fake = FakeDcgm()
+    fake.globals = {
+        1: string(keys.get("driver_version", "999.99")),
+        2: string(keys.get("nvml_version", "13.999.99")),
+        5: int64(int(keys.get("cuda_driver_version", "13000"))),
+    }
+    count = int(keys.get("device_count", "0")) or 1 + max(
+        (int(k.split(".", 1)[0][3:]) for k in keys if k.startswith("gpu") and k.split(".", 1)[0][3:].isdigit()),
+        default=-1,
+    )
+    for gpu in range(count):
+        own = {k.split(".", 1)[1]: v for k, v in keys.items() if k.startswith(f"gpu{gpu}.")}
+        if "memory.free" not in own and "memory.total" in own:
+            used, reserved = int(own.get("memory.used", "0")), int(own.get("memory.reserved", "0"))
+            own["memory.free"] = str(int(own["memory.total"]) - used - reserved)
+        fields: dict[int, Raw] = {
+            SCENARIO_FIELDS[key]: dcgm_raw(SCENARIO_FIELDS[key], value)
+            for key, value in own.items()
+            if key in SCENARIO_FIELDS
+        }
+        fields[50] = string(own.get("name", ""))
+        fields[52] = int64(gpu)
+        fields[54] = string(own.get("uuid", f"GPU-00000000-0000-0000-0000-{gpu:012d}"))
+        fields[55] = int64(int(own.get("minor_number", str(gpu))))
+        fields[57] = string(own.get("pci_bus_id", f"00000000:{gpu:02X}:00.0"))
+        for key, fid in (("serial", 53), ("vbios_version", 85)):
+            if key in own:
+                fields[fid] = string(own[key])
+        mig_mode = int(own.get("mig.mode", "0"))
+        fields[67] = int64(mig_mode)
+        fake.add_gpu(gpu, fields, profiling)
+        slots = sorted({int(k.split(".")[1]) for k in own if k.startswith("mig.") and k.split(".")[1].isdigit()})
+        for slot in slots if mig_mode else ():
+            mig = {k.split(".", 2)[2]: v for k, v in own.items() if k.startswith(f"mig.{slot}.")}
+            total, used = int(mig.get("memory.total", "0")), int(mig.get("memory.used", "0"))
+            mig_fields = {
+                250: dcgm_raw(250, str(total)),
+                252: dcgm_raw(252, str(used)),
+                251: dcgm_raw(251, str(total - used)),
+                54: string(mig.get("uuid", f"MIG-00000000-0000-0000-{gpu:04d}-{slot:012d}")),
+            }
+            gi, ci = int(mig.get("gpu_instance_id", "0")), int(mig.get("compute_instance_id", "0"))
+            fake.add_mig(gpu, 100 * gpu + gi, gi, 100 * gpu + slot, ci, mig.get("profile", ""), mig_fields)
+    return fake

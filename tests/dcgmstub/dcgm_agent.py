@@ -1,0 +1,208 @@
+"""Test stub of DCGM's ``dcgm_agent`` (signatures transcribed from DCGM 4.6.0's bindings) over a tiny
+in-memory engine, ``ENGINE``: one GPU (id 0) with four fields, a second GPU (id 1) with one MIG GPU
+instance and compute instance, and an NVSwitch with two ports up. Errors raise DCGMError(status),
+values reach the caller through the real ctypes callback type, as libdcgm delivers them."""
+
+from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
+
+import dcgm_structs as s
+
+dcgmFieldValueEntityEnumeration_f = CFUNCTYPE(
+    c_int32, c_uint32, c_uint32, POINTER(s.c_dcgmFieldValue_v1), c_int32, c_void_p
+)
+ENGINE = {
+    "values": {
+        (1, 0): {150: ("i", 55), 155: ("d", 250.5), 252: ("i", 1024), 54: ("s", b"GPU-x")},
+        (1, 1): {150: ("i", 40), 54: ("s", b"GPU-y")},
+        (5, 4): {252: ("i", 12)},
+    },
+    "xids": [(1_700_000_000_000_001, 1, 0, 79)],
+    "handles": set(),
+    "groups": {},  # id -> [name, entities]
+    "field_groups": {},  # id -> [name, fields]
+    "watched": set(),
+    "next_id": 10,
+}
+_CONNECTION = s.DCGM_ST_CONNECTION_NOT_VALID
+
+
+def _id(value):
+    return value.value if isinstance(value, c_void_p) else value
+
+
+def _check(handle):
+    if _id(handle) not in ENGINE["handles"]:
+        raise s.DCGMError(_CONNECTION)
+
+
+def _new_id():
+    ENGINE["next_id"] += 1
+    return ENGINE["next_id"]
+
+
+def dcgmInit():
+    return 0
+
+
+def dcgmStartEmbedded(opMode):
+    handle = _new_id()
+    ENGINE["handles"].add(handle)
+    return c_void_p(handle)
+
+
+def dcgmConnect_v3(connection_string, connectParams):
+    if connection_string != b"tcp://localhost:5555":
+        raise s.DCGMError(_CONNECTION)
+    return dcgmStartEmbedded(1)
+
+
+def dcgmStopEmbedded(handle):
+    ENGINE["handles"].discard(_id(handle))
+    return 0
+
+
+dcgmDisconnect = dcgmStopEmbedded
+
+
+def dcgmGetEntityGroupEntities(handle, entityGroup, flags):
+    _check(handle)
+    return {1: [0, 1], 3: [0]}.get(entityGroup, [])
+
+
+def dcgmGetGpuInstanceHierarchy(handle):
+    _check(handle)
+    hierarchy = s.c_dcgmMigHierarchy_v2()
+    for index, (entity, parent, gi, ci) in enumerate((((4, 3), (1, 1), 1, 0), ((5, 4), (4, 3), 1, 0))):
+        item = hierarchy.entityList[index]
+        item.entity.entityGroupId, item.entity.entityId = entity
+        item.parent.entityGroupId, item.parent.entityId = parent
+        item.info.nvmlInstanceId, item.info.nvmlComputeInstanceId = gi, ci
+    hierarchy.count = 2
+    return hierarchy
+
+
+def dcgmGetNvLinkLinkStatus(handle):
+    _check(handle)
+    status = s.c_dcgmNvLinkStatus_v5()
+    status.numNvSwitches = 1
+    status.nvSwitches[0].entityId = 0
+    status.nvSwitches[0].linkState[0] = 3
+    status.nvSwitches[0].linkState[3] = 3
+    return status
+
+
+def dcgmGroupCreate(handle, type, groupName):
+    _check(handle)
+    group = _new_id()
+    ENGINE["groups"][group] = [groupName, []]
+    return c_void_p(group)
+
+
+def dcgmGroupAddEntity(handle, group_id, entityGroupId, entityId):
+    _check(handle)
+    ENGINE["groups"][_id(group_id)][1].append((entityGroupId, entityId))
+    return 0
+
+
+def dcgmGroupDestroy(handle, group_id):
+    _check(handle)
+    ENGINE["groups"].pop(_id(group_id))
+    return 0
+
+
+def dcgmGroupGetAllIds(handle):
+    _check(handle)
+    return list(ENGINE["groups"])
+
+
+def dcgmGroupGetInfo(handle, group_id):
+    _check(handle)
+    info = s.c_dcgmGroupInfo_v3()
+    info.groupName = ENGINE["groups"][_id(group_id)][0]
+    return info
+
+
+def dcgmFieldGroupCreate(handle, fieldIds, fieldGroupName):
+    _check(handle)
+    if any(name == fieldGroupName for name, _ in ENGINE["field_groups"].values()):
+        raise s.DCGMError(-26)
+    field_group = _new_id()
+    ENGINE["field_groups"][field_group] = [fieldGroupName, list(fieldIds)]
+    return c_void_p(field_group)
+
+
+def dcgmFieldGroupDestroy(handle, fieldGroupId):
+    _check(handle)
+    ENGINE["field_groups"].pop(_id(fieldGroupId))
+    return 0
+
+
+def dcgmFieldGroupGetAll(handle):
+    _check(handle)
+    every = s.c_dcgmAllFieldGroup_v1()
+    for index, (field_group, (name, _)) in enumerate(ENGINE["field_groups"].items()):
+        every.fieldGroups[index].fieldGroupId = field_group
+        every.fieldGroups[index].fieldGroupName = name
+    every.numFieldGroups = len(ENGINE["field_groups"])
+    return every
+
+
+def dcgmWatchFields(handle, groupId, fieldGroupId, updateFreq, maxKeepAge, maxKeepSamples):
+    _check(handle)
+    assert isinstance(updateFreq, int) and isinstance(maxKeepAge, float)
+    ENGINE["watched"].add((_id(groupId), _id(fieldGroupId)))
+    return 0
+
+
+def dcgmUnwatchFields(handle, groupId, fieldGroupId):
+    _check(handle)
+    ENGINE["watched"].discard((_id(groupId), _id(fieldGroupId)))
+    return 0
+
+
+def dcgmUpdateAllFields(handle, waitForUpdate):
+    _check(handle)
+    return 0
+
+
+def _deliver(enumCB, userData, entities, fields, make):
+    for entity in entities:
+        rows = [row for row in (make(entity, field) for field in fields) if row is not None]
+        array = (s.c_dcgmFieldValue_v1 * max(1, len(rows)))()
+        for index, (field, kind, value, ts) in enumerate(rows):
+            array[index].fieldId, array[index].fieldType, array[index].ts = field, ord(kind), ts
+            setattr(array[index].value, {"i": "i64", "d": "dbl", "s": "str"}[kind], value)
+        if rows:
+            enumCB(entity[0], entity[1], array, len(rows), id(userData))  # libdcgm passes the PyObject* back
+
+
+def dcgmGetLatestValues_v2(handle, groupId, fieldGroupId, enumCB, userData):
+    _check(handle)
+    entities, fields = ENGINE["groups"][_id(groupId)][1], ENGINE["field_groups"][_id(fieldGroupId)][1]
+
+    def make(entity, field):
+        kind, value = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
+        return field, kind, value, 1_700_000_000_000_000
+
+    _deliver(enumCB, userData, entities, fields, make)
+    return 0
+
+
+def dcgmGetValuesSince_v2(handle, groupId, fieldGroupId, sinceTimestamp, enumCB, userData):
+    _check(handle)
+    entities = ENGINE["groups"][_id(groupId)][1]
+    found = [x for x in ENGINE["xids"] if x[0] >= sinceTimestamp and (x[1], x[2]) in entities]
+    for ts, group, entity, code in found:
+        _deliver(enumCB, userData, [(group, entity)], [230], lambda e, f, ts=ts, code=code: (230, "i", code, ts))
+    return max([x[0] + 1 for x in found] + [sinceTimestamp])
+
+
+def dcgmProfGetSupportedMetricGroups(handle, gpuId):
+    _check(handle)
+    if gpuId == 1:
+        raise s.DCGMError(-36)
+    groups = s.c_dcgmProfGetMetricGroups_v3()
+    groups.numMetricGroups = 1
+    groups.metricGroups[0].numFieldIds = 2
+    groups.metricGroups[0].fieldIds[0], groups.metricGroups[0].fieldIds[1] = 1001, 1002
+    return groups

@@ -1,0 +1,531 @@
+"""The DCGM backend on the in-process fake adapter (tests/dcgmfake.py), driven through the real
+Sampler; and ``--backend auto`` / ``--backend dcgm`` out of process on a host without DCGM."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_exporter.app import not_ready_reason
+from gpu_exporter.backends import select
+from gpu_exporter.backends.dcgm import DcgmBackend
+from gpu_exporter.backends.dcgm import adapter as adapter_module
+from gpu_exporter.backends.dcgm.adapter import DCGM3_BINDINGS, DCGM4_BINDINGS, DcgmAdapter
+from gpu_exporter.backends.dcgm.backend import GROUP_PREFIX, PROFILING_RETRY_SECONDS
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    ST_GPU_IS_LOST,
+    ST_NO_PERMISSION,
+    ST_NOT_WATCHED,
+    ST_PROFILING_LIBRARY_ERROR,
+    ST_PROFILING_NOT_SUPPORTED,
+    ST_REQUIRES_ROOT,
+)
+from gpu_exporter.backends.nvml import NvmlBackend
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, DEFAULT_COLLECTORS, METRICS, MetricSpec, enabled_specs, scaled
+from gpu_exporter.config import Settings
+from gpu_exporter.sampler import Sampler
+from tests.dcgmfake import (
+    FP64_SENTINELS,
+    INT32_SENTINELS,
+    INT64_SENTINELS,
+    STRING_SENTINELS,
+    FakeDcgm,
+    Raw,
+    double,
+    failed,
+    int64,
+    string,
+)
+from tests.harness import SCENARIOS, Labels, free_port, samples, start, value
+
+ALL = frozenset(DEFAULT_COLLECTORS | {"profiling"})
+PROFILING_FIELDS = frozenset(range(1001, 1013))
+PROFILING_NAMES = frozenset(spec.name for spec in METRICS if spec.collector == "profiling")
+Parsed = dict[str, dict[Labels, float]]
+
+
+class Clock:
+    """A monotonic clock the test moves (backoff and profiling retries read it)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def raw_for(spec: MetricSpec) -> Raw:
+    """A plausible DCGM raw value for one catalogue row, in DCGM's unit."""
+    assert spec.dcgm is not None
+    if spec.dcgm.bit:
+        return int64(0x44)  # hw_thermal (0x40) and power_cap (0x4)
+    if spec.unit == "ratio":
+        return double(0.25) if spec.dcgm.scale == 1 else int64(37)
+    by_unit: dict[str, Raw] = {
+        "bytes": int64(1024),
+        "bytes_per_second": int64(2048) if spec.dcgm.scale != 1 else int64(3_500_000_000),
+        "celsius": int64(55),
+        "watts": double(250.5),
+        "joules": int64(123_456_789),
+        "hertz": int64(1410),
+        "seconds": int64(2_500_000_000),
+    }
+    if spec.unit in by_unit:
+        return by_unit[spec.unit]
+    return int64(1) if spec.maximum is not None else int64(7)
+
+
+def expected(spec: MetricSpec, raw: Raw) -> float:
+    assert spec.dcgm is not None
+    number = raw[1]
+    assert isinstance(number, int | float)
+    if spec.dcgm.bit:
+        return 1.0 if int(number) & spec.dcgm.bit else 0.0
+    return scaled(number, spec.dcgm.scale)
+
+
+def full_fields(profiling: bool = True) -> dict[int, Raw]:
+    fields = {spec.dcgm.field_id: raw_for(spec) for spec in METRICS if spec.dcgm is not None}
+    if not profiling:
+        fields = {f: r for f, r in fields.items() if f < 1001}
+    return fields
+
+
+def identity(index: int, name: str = "NVIDIA H100 80GB HBM3", mig: int = 0) -> dict[int, Raw]:
+    return {
+        50: string(name),
+        52: int64(index),
+        53: string(f"serial-{index}"),
+        54: string(f"GPU-{index:08d}-0000-0000-0000-000000000000"),
+        55: int64(index),
+        57: string(f"00000000:{index + 0x18:02X}:00.0"),
+        67: int64(mig),
+        85: string("96.00.89.00.00"),
+    }
+
+
+def host(gpus: int = 2, mig_on_last: bool = True) -> FakeDcgm:
+    """``gpus`` GPUs with every catalogue field; the last one in MIG mode with one 3g.40gb device."""
+    fake = FakeDcgm()
+    fake.globals = {1: string("550.54.15"), 2: string("12.550.54.15"), 5: int64(12040)}
+    for gpu in range(gpus):
+        mig = mig_on_last and gpu == gpus - 1
+        fake.add_gpu(gpu, {**full_fields(), **identity(gpu, mig=int(mig))}, profiling=PROFILING_FIELDS)
+    if mig_on_last:
+        mig_fields = {spec.dcgm.field_id: raw_for(spec) for spec in METRICS if spec.dcgm is not None and spec.mig}
+        fake.add_mig(gpus - 1, 7, 1, 11, 0, "3g.40gb", {**mig_fields, 54: string("MIG-aaaa")})
+    return fake
+
+
+class Run:
+    """A Sampler on a DcgmBackend over ``fake``, stepped by hand."""
+
+    def __init__(self, fake: FakeDcgm, collectors: frozenset[str] = ALL, interval: float = 3600.0) -> None:
+        self.fake = fake
+        self.clock = Clock()
+        specs = enabled_specs(collectors)
+        self.backend = DcgmBackend(lambda: fake, specs, interval, clock=self.clock)
+        self.sampler = Sampler(
+            self.backend, specs, interval, "test", watch_events="xid" in collectors, clock=self.clock
+        )
+        self.interval = interval
+
+    def cycle(self, advance: float = 0.0) -> Parsed:
+        self.clock.now += advance
+        snapshot = self.sampler.run_cycle()
+        return samples(snapshot.rendered.text.decode())
+
+    def not_ready(self) -> str:
+        return not_ready_reason(self.sampler, self.interval, False)
+
+
+@pytest.fixture
+def runs() -> Iterator[list[Run]]:
+    started: list[Run] = []
+    yield started
+    for run in started:
+        run.sampler.stop()
+
+
+def exact(parsed: Parsed, metric: str, **labels: str) -> float | None:
+    """The sample of ``metric`` with exactly these labels."""
+    return parsed.get(metric, {}).get(frozenset(labels.items()))
+
+
+def gpu_labels(gpu: int) -> dict[str, str]:
+    return {"gpu": str(gpu), "uuid": f"GPU-{gpu:08d}-0000-0000-0000-000000000000"}
+
+
+def test_every_catalogue_metric_for_gpus_and_mig_in_base_units(runs: list[Run]) -> None:
+    run = Run(host())
+    runs.append(run)
+    parsed = run.cycle()
+    rows = [spec for spec in METRICS if spec.dcgm is not None]
+    assert {spec.collector for spec in rows} >= {"profiling", "memory", "ecc"}
+    for gpu in (0, 1):
+        for spec in rows:
+            want = expected(spec, raw_for(spec))
+            got = exact(parsed, spec.name, **gpu_labels(gpu), **dict(spec.variant))
+            assert got == want, f"{spec.key} gpu{gpu}: {got} != {want}"
+    # per MIG device: the rows NVML also reports per MIG device, plus the per-instance profiling ratios
+    mig = {**gpu_labels(1), "gpu_instance": "1", "compute_instance": "0", "profile": "3g.40gb"}
+    for spec in rows:
+        got = exact(parsed, spec.name, **mig, **dict(spec.variant))
+        assert got == (expected(spec, raw_for(spec)) if spec.mig else None), spec.key
+    assert value(parsed, "gpu_mig_info", **mig, mig_uuid="MIG-aaaa", name="NVIDIA H100 80GB HBM3 MIG 3g.40gb") == 1
+    info = dict(name="NVIDIA H100 80GB HBM3", driver_version="550.54.15", cuda_version="12.4", mig_mode="disabled")
+    assert value(parsed, "gpu_info", **gpu_labels(0), **info, pci_bus_id="00000000:18:00.0", minor_number="0") == 1
+    assert value(parsed, "gpu_info", **gpu_labels(1), mig_mode="enabled") == 1
+    assert value(parsed, "gpu_clock_event_active", gpu="0", reason="hw_thermal") == 1
+    assert value(parsed, "gpu_clock_event_active", gpu="0", reason="gpu_idle") == 0
+    assert {reason for reason, _ in CLOCK_EVENT_REASONS} <= {
+        dict(labels)["reason"] for labels in parsed["gpu_clock_event_active"]
+    }
+    assert value(parsed, "gpu_exporter_backend_info", backend="dcgm", reason="test") == 1
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert "gpu_exporter_sample_errors_total" not in parsed
+    assert run.not_ready() == ""
+
+
+def test_base_unit_conversions_from_dcgm_units(runs: list[Run]) -> None:
+    fake = host(1, mig_on_last=False)
+    fake.values[(FE_GPU, 0)].update(
+        {252: int64(1024), 155: double(612.345), 156: int64(123_456_789_012), 203: int64(97), 100: int64(1980)}
+    )
+    fake.values[(FE_GPU, 0)][240] = int64(1_500_000_000)
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_memory_used_bytes", gpu="0") == 1073741824.0  # MiB → bytes
+    assert value(parsed, "gpu_power_watts", gpu="0") == 612.345  # already W
+    assert value(parsed, "gpu_energy_joules_total", gpu="0") == 123456789.012  # mJ → J
+    assert value(parsed, "gpu_utilization_ratio", gpu="0") == 0.97  # % → ratio
+    assert value(parsed, "gpu_sm_clock_hertz", gpu="0") == 1.98e9  # MHz → Hz
+    assert value(parsed, "gpu_clock_throttle_seconds_total", gpu="0", reason="power") == 1.5  # ns → s
+    assert value(parsed, "gpu_sm_active_ratio", gpu="0") == 0.25  # DCGM's ratio as is
+
+
+@pytest.mark.parametrize(
+    ("raw", "counted"),
+    [
+        *[(raw, None) for why, raw in INT32_SENTINELS.items() if why != "perm"],
+        *[(raw, None) for why, raw in INT64_SENTINELS.items() if why != "perm"],
+        *[(raw, None) for why, raw in FP64_SENTINELS.items() if why != "perm"],
+        *[(raw, None) for why, raw in STRING_SENTINELS.items() if why != "perm"],
+        (INT32_SENTINELS["perm"], "no_permission"),
+        (INT64_SENTINELS["perm"], "no_permission"),
+        (FP64_SENTINELS["perm"], "no_permission"),
+        (STRING_SENTINELS["perm"], "no_permission"),
+        (failed(ST_NO_PERMISSION), "no_permission"),
+        (failed(ST_NOT_WATCHED), None),
+        (failed(-8), "nvml_error"),
+    ],
+    ids=lambda item: repr(item) if not isinstance(item, tuple) else f"{item[0]}:{item[1]!r}",
+)
+def test_blank_sentinels_and_failed_reads_are_absent(runs: list[Run], raw: Raw, counted: str | None) -> None:
+    fake = host(1, mig_on_last=False)
+    fake.values[(FE_GPU, 0)][150] = raw  # temperature
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_temperature_celsius", gpu="0") is None
+    assert value(parsed, "gpu_power_watts", gpu="0") == 250.5  # the rest of the GPU is untouched
+    errors = {dict(labels)["kind"]: v for labels, v in parsed.get("gpu_exporter_sample_errors_total", {}).items()}
+    assert errors == ({counted: 1} if counted else {})
+
+
+def test_not_supported_is_absent_and_logged_once(runs: list[Run], caplog: pytest.LogCaptureFixture) -> None:
+    fake = host(1, mig_on_last=False)
+    fake.values[(FE_GPU, 0)][191] = INT64_SENTINELS["not_supported"]  # fan speed
+    fake.values[(FE_GPU, 0)][140] = failed(-6)  # memory temperature: status NOT_SUPPORTED
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            parsed = run.cycle()
+    assert value(parsed, "gpu_fan_speed_ratio", gpu="0") is None
+    assert value(parsed, "gpu_memory_temperature_celsius", gpu="0") is None
+    assert "gpu_exporter_sample_errors_total" not in parsed
+    assert caplog.text.count("DCGM field 191 (gpu_fan_speed_ratio) is not supported") == 1
+    assert caplog.text.count("DCGM field 140") == 1
+
+
+def test_profiling_only_when_enabled(runs: list[Run]) -> None:
+    run = Run(host(1, mig_on_last=False), collectors=frozenset(DEFAULT_COLLECTORS))
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
+    assert not PROFILING_NAMES & set(parsed)
+    assert not any(f >= 1001 for watch in run.fake.watches.values() for f in watch.fields)
+
+
+def test_profiling_checked_per_gpu_model_not_per_node(runs: list[Run]) -> None:
+    fake = FakeDcgm()
+    fake.globals = {1: string("550.54.15")}
+    fake.add_gpu(0, {**full_fields(), **identity(0, "NVIDIA H100 80GB HBM3")}, profiling=PROFILING_FIELDS)
+    fake.add_gpu(1, {**full_fields(), **identity(1, "Tesla T4")}, profiling=frozenset({1001, 1002, 1005, 1009, 1010}))
+    fake.add_gpu(2, {**full_fields(), **identity(2, "Quadro RTX")}, profiling=ST_PROFILING_NOT_SUPPORTED)
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_tensor_pipe_active_ratio", gpu="0") == 0.25
+    assert value(parsed, "gpu_nvlink_transmit_bytes_per_second", gpu="0") == 3.5e9
+    assert value(parsed, "gpu_sm_active_ratio", gpu="1") == 0.25
+    assert value(parsed, "gpu_tensor_pipe_active_ratio", gpu="1") is None  # not in the T4's metric groups
+    assert value(parsed, "gpu_nvlink_transmit_bytes_per_second", gpu="1") is None
+    assert value(parsed, "gpu_sm_active_ratio", gpu="2") is None  # no profiling at all on this model
+    assert value(parsed, "gpu_power_watts", gpu="2") == 250.5
+    profiling_watches = [w for w in fake.watches.values() if any(f >= 1001 for f in w.fields)]
+    assert sorted(sorted(w.fields) for w in profiling_watches) == [
+        sorted(PROFILING_FIELDS),
+        [1001, 1002, 1005, 1009, 1010],
+    ]
+    assert "gpu_exporter_sample_errors_total" not in parsed  # unsupported is not an error
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "fix"),
+    [
+        (ST_PROFILING_LIBRARY_ERROR, "profiling_in_use", "dcgmi profile --pause"),
+        (ST_REQUIRES_ROOT, "profiling_no_permission", "NVreg_RestrictProfilingToAdminUsers=0"),
+    ],
+)
+def test_profiling_locked_fails_only_the_profiling_collector(
+    runs: list[Run], caplog: pytest.LogCaptureFixture, status: int, kind: str, fix: str
+) -> None:
+    fake = host()
+    fake.profiling_watch_error = status
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        first = run.cycle()
+        second = run.cycle()
+    for parsed in (first, second):
+        assert not PROFILING_NAMES & set(parsed)
+        assert value(parsed, "gpu_power_watts", gpu="0") == 250.5  # everything else keeps working
+        assert value(parsed, "gpu_memory_used_bytes", gpu_instance="1") == 1024 * 2**20
+        assert value(parsed, "gpu_exporter_backend_up") == 1
+        assert value(parsed, "gpu_up", gpu="1") == 1
+    assert value(first, "gpu_exporter_sample_errors_total", kind=kind) == 2  # one per GPU read
+    assert value(second, "gpu_exporter_sample_errors_total", kind=kind) == 4
+    lines = [r for r in caplog.records if "profiling metrics unavailable" in r.getMessage()]
+    assert len(lines) == 1 and fix in lines[0].getMessage() and lines[0].levelno == logging.WARNING
+    assert run.not_ready() == ""
+    # the lock is released: the watch is retried a minute later and profiling comes back
+    fake.profiling_watch_error = None
+    parsed = run.cycle(advance=PROFILING_RETRY_SECONDS + 1)
+    assert value(parsed, "gpu_sm_active_ratio", gpu="0") == 0.25
+    assert value(parsed, "gpu_sm_active_ratio", gpu="1", gpu_instance="1") == 0.25
+    assert value(parsed, "gpu_exporter_sample_errors_total", kind=kind) == 4  # no longer growing
+
+
+def test_connection_lost_then_restored_without_restart(runs: list[Run], caplog: pytest.LogCaptureFixture) -> None:
+    fake = host()
+    run = Run(fake)
+    runs.append(run)
+    assert value(run.cycle(), "gpu_power_watts", gpu="0") == 250.5
+    fake.lose_connection()
+    run.cycle(advance=1)  # reads fail: the GPUs cannot be read
+    parsed = run.cycle(advance=1)  # re-enumeration fails: the backend is down
+    assert value(parsed, "gpu_exporter_backend_up") == 0
+    assert value(parsed, "gpu_exporter_backend_info", backend="dcgm", reason="connection_lost") == 1
+    assert value(parsed, "gpu_power_watts", gpu="0") is None  # nothing stale is served as current
+    assert "dcgm backend is down (connection_lost)" in run.not_ready()
+    for _ in range(3):  # retries while the engine is away, with backoff
+        parsed = run.cycle(advance=5)
+        assert value(parsed, "gpu_exporter_backend_up") == 0
+    fake.restore()
+    parsed = run.cycle(advance=60)
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
+    assert value(parsed, "gpu_sm_active_ratio", gpu="1", gpu_instance="1") == 0.25
+    assert value(parsed, "gpu_up", gpu="0") == 1
+    assert value(parsed, "gpu_exporter_backend_info", backend="dcgm", reason="test") == 1
+    assert run.not_ready() == ""
+    assert fake.connects == 2 and fake.connected_to == "localhost:5555"  # the same mode as before
+    assert caplog.text.count("DCGM connection lost (") == 1
+
+
+def test_a_lost_gpu_goes_down_alone(runs: list[Run]) -> None:
+    fake = host()
+    run = Run(fake)
+    runs.append(run)
+    run.cycle()
+    fake.values[(FE_GPU, 0)][150] = failed(ST_GPU_IS_LOST)
+    parsed = run.cycle(advance=1)
+    assert value(parsed, "gpu_up", gpu="0") == 0
+    assert value(parsed, "gpu_up", gpu="1") == 1
+    assert value(parsed, "gpu_power_watts", gpu="1") == 250.5
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+
+
+def test_xid_counts_every_value_recorded_between_reads(runs: list[Run]) -> None:
+    fake = host()
+    fake.record_xid(FE_GPU, 0, 13)  # before the exporter started: not counted
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="13") == 0
+    for code in (79, 79, 31):
+        fake.record_xid(FE_GPU, 0, code)
+    fake.record_xid(FE_GPU_CI, 11, 43)  # on GPU 1's MIG compute instance
+    parsed = run.cycle(advance=1)
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="79") == 2
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="31") == 1
+    assert value(parsed, "gpu_xid_errors_total", gpu="1", xid="43") == 1
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="13") == 0
+    assert value(parsed, "gpu_xid_last_timestamp_seconds", gpu="0") == fake.xids[3][0] / 1e6
+    parsed = run.cycle(advance=1)  # nothing new: nothing counted twice
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="79") == 2
+    fake.record_xid(FE_GPU, 0, 79)
+    parsed = run.cycle(advance=1)
+    assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="79") == 3
+    tally = run.backend.events()["GPU-00000000-0000-0000-0000-000000000000"]
+    assert tally.last_xid == 79 and [code for _, code in tally.recent] == [79, 79, 31, 79]
+
+
+def test_groups_are_named_uniquely_and_stale_ones_removed(runs: list[Run]) -> None:
+    fake = host()
+    fake.stale = {f"{GROUP_PREFIX}4242-beef-gpu0", "someone-else"}
+    run = Run(fake, interval=2.0)
+    runs.append(run)
+    run.cycle()
+    assert fake.stale == {"someone-else"}
+    assert all(name.startswith(GROUP_PREFIX) for name in fake.watches)
+    needs = {name.rsplit("-", 1)[1] for name in fake.watches}
+    assert needs == {"identity", "gpu0", "mig0", "prof1", "xid"}
+    for name, watch in fake.watches.items():
+        if not name.endswith("identity"):
+            assert watch.update_us == 2_000_000  # the collect interval
+            assert watch.keep_age_s <= 60  # a short keep-age
+    mig_watch = next(w for n, w in fake.watches.items() if n.endswith("mig0"))
+    assert mig_watch.entities == ((FE_GPU_CI, 11),) and set(mig_watch.fields) == {250, 251, 252}
+    assert fake.latest_calls == 1 + 3  # identity at start, then one call per data group per cycle
+    run.cycle(advance=2)
+    assert fake.latest_calls == 1 + 3 + 3
+
+
+def test_nvswitches_and_links_are_enumerated(runs: list[Run], caplog: pytest.LogCaptureFixture) -> None:
+    fake = host()
+    fake.add_nvswitch(0, [0, 1, 5])
+    fake.add_nvswitch(1, [2])
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        run.cycle()
+    assert "2 NVSwitch(es), 4 NVLink(s) up" in caplog.text
+
+
+# --- choosing the backend --------------------------------------------------------------------
+
+
+def use_fake(monkeypatch: pytest.MonkeyPatch, fake: FakeDcgm) -> None:
+    def factory() -> DcgmAdapter:
+        return fake
+
+    monkeypatch.setattr(adapter_module, "load_adapter", factory)
+
+
+@pytest.mark.parametrize(
+    ("reachable", "address", "reason", "connected_to"),
+    [
+        ({"localhost:5555", None}, "", "auto: DCGM standalone localhost:5555", "localhost:5555"),
+        ({None}, "", "auto: DCGM embedded", None),
+        ({"10.0.0.7:5555"}, "10.0.0.7:5555", "auto: DCGM standalone 10.0.0.7:5555", "10.0.0.7:5555"),
+    ],
+)
+def test_auto_picks_dcgm_in_the_documented_order(
+    monkeypatch: pytest.MonkeyPatch, reachable: set[str | None], address: str, reason: str, connected_to: str | None
+) -> None:
+    fake = host()
+    fake.reachable = reachable
+    use_fake(monkeypatch, fake)
+    backend, why = select(Settings(backend="auto", dcgm_address=address))
+    try:
+        assert isinstance(backend, DcgmBackend) and why == reason and fake.connected_to == connected_to
+    finally:
+        backend.close()
+
+
+def test_auto_falls_back_to_nvml_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = host()
+    fake.reachable = set()
+    use_fake(monkeypatch, fake)
+    with caplog.at_level(logging.INFO):
+        backend, why = select(Settings(backend="auto"))
+    assert isinstance(backend, NvmlBackend)
+    assert why.startswith("auto: DCGM not available (localhost:5555: connecting to localhost:5555: connection refused")
+    assert caplog.text.count("not using DCGM") == 1
+    empty = FakeDcgm()
+    use_fake(monkeypatch, empty)
+    backend, why = select(Settings(backend="auto"))
+    assert isinstance(backend, NvmlBackend) and why == "auto: DCGM (standalone localhost:5555) sees no GPU"
+    assert not empty.connected
+
+
+def test_backend_dcgm_requested(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = host()
+    use_fake(monkeypatch, fake)
+    backend, why = select(Settings(backend="dcgm"))
+    backend.close()
+    assert isinstance(backend, DcgmBackend) and why == "requested (standalone localhost:5555)"
+    fake.reachable = set()
+    with pytest.raises(Exception, match="start nv-hostengine") as raised:
+        select(Settings(backend="dcgm", dcgm_address="10.1.1.1:5555"))
+    assert "10.1.1.1:5555" in str(raised.value) and "--backend nvml" in str(raised.value)
+
+
+# --- out of process, on a host without DCGM ----------------------------------------------------
+
+
+def no_dcgm_here() -> None:
+    if os.path.isdir(DCGM4_BINDINGS) or os.path.isdir(DCGM3_BINDINGS):
+        pytest.skip("DCGM is installed on this host: the no-DCGM behaviour cannot be shown here")
+
+
+def test_auto_serves_nvml_and_says_why_dcgm_was_not_used(fakenvml_dir: Path, tmp_path: Path) -> None:
+    no_dcgm_here()
+    empty = tmp_path / "no-bindings"
+    empty.mkdir()
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--backend", "auto", "--collect-interval", "1h",
+        env={"DCGM_PYTHON_PATH": str(empty)},
+    )  # fmt: skip
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    for gpu in range(4):
+        assert value(parsed, "gpu_temperature_celsius", gpu=str(gpu)) is not None
+    [(labels, info)] = parsed["gpu_exporter_backend_info"].items()
+    labels_dict = dict(labels)
+    assert info == 1 and labels_dict["backend"] == "nvml"
+    assert labels_dict["reason"].startswith("auto: DCGM not available (pydcgm (dcgm_agent.py) not found in ")
+    assert str(empty) in labels_dict["reason"] and DCGM4_BINDINGS in labels_dict["reason"]
+    assert "not using DCGM" in exporter.log() and "DCGM_PYTHON_PATH" in exporter.log()
+
+
+def test_backend_dcgm_exits_non_zero_with_an_actionable_message(tmp_path: Path) -> None:
+    no_dcgm_here()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_EXPORTER_")}
+    env["DCGM_PYTHON_PATH"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpu_exporter", "--backend", "dcgm", "--web.listen-address", f"127.0.0.1:{free_port()}"],
+        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("gpu-exporter: error: --backend dcgm: DCGM cannot be used: pydcgm")
+    for hint in ("datacenter-gpu-manager-4-core", "DCGM_PYTHON_PATH", "--backend nvml"):
+        assert hint in message
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,215 @@
+"""The adapter contract, checked against the fake (always) and the real pydcgm adapter (wherever
+DCGM's bindings import and a host engine answers; skipped elsewhere, with the reason shown by
+``pytest -ra``). Set DCGM_CONTRACT_ADDRESS=HOST:PORT to test a standalone nv-hostengine; without
+it the real adapter starts an embedded engine.
+
+These are the assumptions the backend and tests/dcgmfake.py make about DCGM; on a DCGM host this
+is what shows whether they hold.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_exporter.backends.dcgm.adapter import (
+    DcgmAdapter,
+    DcgmConnectionLost,
+    DcgmError,
+    DcgmNoPermission,
+    DcgmNotSupported,
+    DcgmProfilingInUse,
+    DcgmUnavailable,
+    load_adapter,
+)
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    FE_GPU_I,
+    FE_LINK,
+    FE_SWITCH,
+    FT_DOUBLE,
+    FT_INT64,
+    FT_STRING,
+    ST_PROFILING_NOT_SUPPORTED,
+    Blank,
+    decode,
+)
+from tests.dcgmfake import FakeDcgm, double, int64, string
+
+PREFIX = "gpu-exporter-contract-"
+#: Stub bindings (tests/dcgmstub): run the real adapter's code (imports, ctypes structs, callbacks) in CI.
+STUB = str(Path(__file__).parent / "dcgmstub")
+#: GPU temperature (int), power (double), framebuffer used (int, MiB), UUID (string), Xid (int).
+FIELDS = {150: FT_INT64, 155: FT_DOUBLE, 252: FT_INT64, 54: FT_STRING}
+
+
+def _fake() -> FakeDcgm:
+    fake = FakeDcgm()
+    fake.add_gpu(0, {150: int64(55), 155: double(250.5), 252: int64(1024), 54: string("GPU-x")}, frozenset({1001}))
+    fake.add_gpu(1, {150: int64(40), 54: string("GPU-y")}, ST_PROFILING_NOT_SUPPORTED)
+    fake.add_mig(1, 3, 1, 4, 0, "1g.10gb", {252: int64(12)})
+    fake.add_nvswitch(0, [0, 3])
+    return fake
+
+
+def _forget_bindings() -> None:
+    for name in ("dcgm_structs", "dcgm_agent"):
+        sys.modules.pop(name, None)
+    while STUB in sys.path:
+        sys.path.remove(STUB)
+
+
+@pytest.fixture(params=["fake", "stub", "real"])
+def adapter(request: pytest.FixtureRequest) -> Iterator[tuple[DcgmAdapter, str | None]]:
+    address: str | None
+    if request.param == "fake":
+        connected: DcgmAdapter = _fake()
+        address = "localhost:5555"
+        connected.connect(address, 5000)
+    elif request.param == "stub":
+        _forget_bindings()
+        request.addfinalizer(_forget_bindings)
+        request.getfixturevalue("monkeypatch").setenv("DCGM_PYTHON_PATH", STUB)
+        connected = load_adapter()
+        assert connected.source == STUB
+        address = "localhost:5555"
+        connected.connect(address, 5000)
+    else:
+        _forget_bindings()
+        try:
+            connected = load_adapter()
+        except DcgmUnavailable as err:
+            pytest.skip(f"real pydcgm adapter not tested: {err}")
+        address = os.environ.get("DCGM_CONTRACT_ADDRESS") or None
+        try:
+            connected.connect(address, 5000)
+        except (DcgmUnavailable, DcgmError) as err:
+            pytest.skip(f"pydcgm imported from {connected.source}, but no host engine: {err}")
+    try:
+        yield connected, address
+    finally:
+        connected.disconnect()
+
+
+def gpus(adapter: DcgmAdapter) -> list[int]:
+    return [e.id for e in adapter.entities() if e.group == FE_GPU]
+
+
+def test_entities_are_gpus_and_well_parented(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    entities = dcgm.entities()
+    keys = {e.key for e in entities}
+    assert gpus(dcgm), "at least one GPU"
+    for entity in entities:
+        assert entity.group in (FE_GPU, FE_GPU_I, FE_GPU_CI, FE_SWITCH, FE_LINK)
+        if entity.group == FE_GPU_I:
+            assert entity.parent in keys and entity.parent[0] == FE_GPU and entity.gpu_instance is not None
+        if entity.group == FE_GPU_CI:
+            assert entity.parent in keys and entity.parent[0] == FE_GPU_I
+            assert entity.gpu_instance is not None and entity.compute_instance is not None
+        if entity.group == FE_LINK:
+            assert entity.parent in keys and entity.link is not None
+
+
+def test_watched_fields_come_back_for_every_gpu_typed_or_blank(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    ids = gpus(dcgm)
+    name = f"{PREFIX}latest"
+    dcgm.watch(name, [(FE_GPU, gpu) for gpu in ids], sorted(FIELDS), 1_000_000, 5.0)
+    try:
+        dcgm.update_all()
+        values = dcgm.latest(name)
+    finally:
+        dcgm.unwatch(name)
+    seen = {(v.group, v.entity, v.field_id) for v in values}
+    assert seen == {(FE_GPU, gpu, field) for gpu in ids for field in FIELDS}, "each field once per GPU"
+    for sample in values:
+        decoded = decode(sample)
+        if isinstance(decoded, Blank):
+            continue
+        assert sample.field_type == FIELDS[sample.field_id]
+        assert isinstance(decoded, str if sample.field_type == FT_STRING else int | float)
+        assert sample.ts > 0
+
+
+def test_names_are_unique_and_stale_groups_removable(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    entities = [(FE_GPU, gpus(dcgm)[0])]
+    name = f"{PREFIX}stale"
+    dcgm.watch(name, entities, [150], 1_000_000, 5.0)
+    with pytest.raises(DcgmError):
+        dcgm.watch(name, entities, [150], 1_000_000, 5.0)  # names are unique in the host engine
+    dcgm.unwatch(name)
+    dcgm.watch(name, entities, [150], 1_000_000, 5.0)  # unwatch freed the name
+    dcgm.unwatch(name)
+
+
+def test_values_since_return_a_next_timestamp(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    name = f"{PREFIX}xid"
+    dcgm.watch(name, [(FE_GPU, gpu) for gpu in gpus(dcgm)], [230], 1_000_000, 60.0)
+    try:
+        values, next_since = dcgm.since(name, 0)
+        again, after = dcgm.since(name, next_since)
+    finally:
+        dcgm.unwatch(name)
+    assert next_since >= 0 and after >= next_since
+    assert all(v.field_id == 230 for v in (*values, *again))
+    assert {(v.ts, v.entity) for v in again}.isdisjoint({(v.ts, v.entity) for v in values}), "nothing read twice"
+
+
+def test_profiling_support_is_a_set_of_field_ids_or_a_typed_error(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    for gpu in gpus(dcgm):
+        try:
+            fields = dcgm.profiling_fields(gpu)
+        except (DcgmNotSupported, DcgmNoPermission, DcgmProfilingInUse):
+            continue
+        assert all(isinstance(f, int) and f >= 1001 for f in fields)
+
+
+def test_unknown_group_and_bad_address_raise_typed_errors(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, address = adapter
+    with pytest.raises(DcgmError):
+        dcgm.latest(f"{PREFIX}never-watched")
+    dcgm.disconnect()
+    with pytest.raises(DcgmConnectionLost):
+        dcgm.entities()  # after disconnect: typed, and DCGM is not called with a dead handle
+    with pytest.raises(DcgmError):
+        dcgm.connect("127.0.0.1:1", 1000)  # nothing listens on port 1
+    dcgm.connect(address, 5000)
+    assert gpus(dcgm)
+
+
+def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole path with the real adapter (stub bindings underneath): values, MIG and Xids."""
+    from gpu_exporter.backends.dcgm import DcgmBackend
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
+    from gpu_exporter.sampler import Sampler
+    from tests.harness import samples, value
+
+    _forget_bindings()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
+    specs = enabled_specs(DEFAULT_COLLECTORS | {"profiling"})
+    sampler = Sampler(DcgmBackend(load_adapter, specs, 3600.0), specs, 3600.0, "stub", watch_events=True)
+    try:
+        first = samples(sampler.run_cycle().rendered.text.decode())
+        import dcgm_agent  # the stub engine, as the adapter imported it
+
+        dcgm_agent.ENGINE["xids"].append((1_700_000_000_000_009, 5, 4, 43))  # on GPU 1's compute instance
+        second = samples(sampler.run_cycle().rendered.text.decode())
+    finally:
+        sampler.stop()
+        _forget_bindings()
+    assert value(first, "gpu_exporter_backend_up") == 1
+    assert value(first, "gpu_temperature_celsius", gpu="0", uuid="GPU-x") == 55
+    assert value(first, "gpu_power_watts", gpu="0") == 250.5
+    assert value(first, "gpu_memory_used_bytes", gpu="0", uuid="GPU-x") == 1024 * 2**20
+    assert value(first, "gpu_memory_used_bytes", gpu="1", gpu_instance="1", compute_instance="0") == 12 * 2**20
+    assert value(first, "gpu_xid_errors_total", gpu="0", xid="79") == 0  # recorded before start
+    assert value(second, "gpu_xid_errors_total", gpu="1", xid="43") == 1

@@ -1,0 +1,108 @@
+"""Parity: one host state through both backends gives the same exposition for every metric both
+provide: same names, labels and values.
+
+NVML side: the real exporter process on the fake NVML (``--backend nvml``). DCGM side: the
+DcgmBackend on tests/dcgmfake.py, fed the same scenario converted into DCGM's raw units by the
+catalogue's own scales (MiB, W, mJ, %, MHz, ns), driven by the real Sampler in process.
+
+DCGM reports framebuffer sizes in whole MiB where NVML reports bytes, so a byte count that is not a
+whole number of MiB differs by less than 1 MiB by design; the scenarios are first rounded to whole
+MiB so that every other difference shows. ``board_part_number`` has no DCGM field and is left out
+of the ``gpu_info`` comparison.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpu_exporter.backends.dcgm import DcgmBackend
+from gpu_exporter.catalogue import DEFAULT_COLLECTORS, FIXED, METRICS, enabled_specs
+from gpu_exporter.sampler import Sampler
+from tests.dcgmfake import from_scenario, scenario_keys
+from tests.harness import SCENARIOS, VOLATILE, Labels, samples, start
+
+MIB = 1024 * 1024
+#: Metrics only one backend can give, by design (NVML counts processes; DCGM has no such field).
+NVML_ONLY = {"gpu_compute_processes", "gpu_idle_while_allocated_seconds_total"}
+UNCOMPARED_LABELS = {"board_part_number"}
+
+
+def whole_mib(text: str) -> str:
+    """Round memory.used/reserved down to whole MiB and recompute memory.free."""
+    keys = scenario_keys(text)
+    lines = []
+    for line in text.splitlines():
+        match = re.match(r"^(gpu\d+)\.memory\.(used|reserved|free) = (\d+)$", line)
+        if match is None:
+            lines.append(line)
+            continue
+        gpu, what, number = match.groups()
+        if what == "free":
+            continue
+        lines.append(f"{gpu}.memory.{what} = {int(number) // MIB * MIB}")
+        if what == "used" and f"{gpu}.memory.total" in keys:
+            used = int(number) // MIB * MIB
+            reserved = int(keys.get(f"{gpu}.memory.reserved", "0")) // MIB * MIB
+            lines.append(f"{gpu}.memory.free = {int(keys[f'{gpu}.memory.total']) - used - reserved}")
+    return "\n".join(lines) + "\n"
+
+
+def comparable(text: str) -> dict[str, dict[Labels, float]]:
+    """Device metrics of an exposition (no self-metrics, no run-dependent values)."""
+    volatile = {match.group(1) for match in VOLATILE.finditer(text) if match.group(1)}
+    parsed = samples(text)
+    out = {}
+    for name, series in parsed.items():
+        if name.startswith("gpu_exporter_") or name in volatile:
+            continue
+        out[name] = {
+            frozenset((k, v) for k, v in labels if k not in UNCOMPARED_LABELS): value
+            for labels, value in series.items()
+        }
+    return out
+
+
+def dcgm_exposition(text: str) -> str:
+    specs = enabled_specs(DEFAULT_COLLECTORS)
+    fake = from_scenario(text)
+    sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
+    try:
+        return sampler.run_cycle().rendered.text.decode()
+    finally:
+        sampler.stop()
+
+
+@pytest.mark.parametrize("scenario", ["h100x4.scn", "mig.scn"])
+def test_shared_metrics_have_the_same_exposition(fakenvml_dir: Path, tmp_path: Path, scenario: str) -> None:
+    text = whole_mib((SCENARIOS / scenario).read_text())
+    path = tmp_path / scenario
+    path.write_text(text)
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h")
+    try:
+        nvml = comparable(exporter.metrics())
+    finally:
+        exporter.stop()
+    dcgm = comparable(dcgm_exposition(text))
+    shared = set(nvml) & set(dcgm)
+    # Not vacuous: every catalogue metric with both sources that NVML served is served by DCGM too.
+    both = {spec.name for spec in METRICS if spec.nvml is not None and spec.dcgm is not None}
+    assert both & set(nvml) <= set(dcgm), sorted(both & set(nvml) - set(dcgm))
+    assert set(nvml) - shared <= NVML_ONLY, sorted(set(nvml) - shared)
+    assert set(dcgm) - shared == set(), sorted(set(dcgm) - shared)
+    assert {"gpu_info", "gpu_up", "gpu_power_watts", "gpu_memory_used_bytes", "gpu_xid_errors_total"} <= shared
+    for name in sorted(shared):
+        assert dcgm[name] == nvml[name], f"{name}: DCGM {dcgm[name]} != NVML {nvml[name]}"
+    assert set(FIXED) >= {"gpu_info", "gpu_mig_info"}
+
+
+def test_memory_not_in_whole_mib_differs_by_less_than_one_mib() -> None:
+    text = (SCENARIOS / "h100x4.scn").read_text()
+    keys = scenario_keys(text)
+    parsed = samples(dcgm_exposition(text))
+    for gpu in range(4):
+        want = int(keys[f"gpu{gpu}.memory.used"])
+        got = next(v for labels, v in parsed["gpu_memory_used_bytes"].items() if ("gpu", str(gpu)) in labels)
+        assert 0 <= want - got < MIB

@@ -239,6 +239,7 @@ SCENARIO_FIELDS: dict[str, int] = {
     "temperature.slowdown": 158,
     "temperature.shutdown": 159,
     "temperature.max_operating": 152,
+    "temperature.mem_max": 151,
     "fan_speed": 191,
     "power.usage": 155,
     "power.enforced_limit": 164,

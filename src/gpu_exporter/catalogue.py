@@ -316,6 +316,11 @@ METRICS: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_GPU_MAX_OP_TEMP",
     ),
     _gauge(
+        "gpu_memory_temperature_max_operating_celsius", "celsius", "Maximum operating memory (HBM) temperature",
+        "temperature", NvmlSource("nvmlDeviceGetTemperatureThreshold", "memory_max_operating"), DcgmSource(151),
+        "DCGM_FI_DEV_MEM_MAX_OP_TEMP",
+    ),
+    _gauge(
         "gpu_fan_speed_ratio", "ratio", "Fan speed as a fraction of its maximum (intended speed)", "temperature",
         NvmlSource("nvmlDeviceGetFanSpeed", "", _PERCENT), DcgmSource(191, _PERCENT),
         "DCGM_FI_DEV_FAN_SPEED", Fraction(100), maximum=2.0,  # NVML: "may exceed 100%"

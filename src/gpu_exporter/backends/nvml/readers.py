@@ -17,6 +17,7 @@ _THRESHOLDS = {
     "slowdown": pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
     "shutdown": pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
     "max_operating": pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
+    "memory_max_operating": pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX,
 }
 _CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
 _PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,13 @@ def fakenvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return build(tmp_path_factory.mktemp("fakenvml"))
     except BuildError as exc:
         pytest.fail(f"fakenvml: {exc}", pytrace=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need a real NVIDIA GPU: skip them, saying so, where nvidia-smi is missing."""
+    if shutil.which("nvidia-smi") is not None:
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU here (nvidia-smi not found): gpu-marked tests skipped")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

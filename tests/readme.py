@@ -55,6 +55,7 @@ def metric_table() -> str:
         )
         labels = (
             "`gpu`, `uuid`"
+            + (", `nvlink`" if spec.per_link else "")
             + variant
             + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
         )

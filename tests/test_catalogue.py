@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from gpu_exporter.backends.nvml.readers import supported_calls
+from gpu_exporter.backends.nvml.readers import supported_calls, supported_link_calls
 from gpu_exporter.catalogue import BY_KEY, FAMILIES, METRICS, UNIT_SUFFIXES, DcgmSource, NvmlSource, scaled
 
 REQUIRED = [
@@ -86,11 +86,12 @@ def test_help_names_the_source(spec: object) -> None:
 
 
 def test_every_nvml_source_has_a_reader() -> None:
-    readable = supported_calls()
+    readable, per_link = supported_calls(), supported_link_calls()
     missing = [
         (spec.name, spec.nvml.call, spec.nvml.selector)
         for spec in METRICS
-        if spec.nvml is not None and (spec.nvml.call, spec.nvml.selector) not in readable
+        if spec.nvml is not None
+        and (spec.nvml.call, spec.nvml.selector) not in (per_link if spec.per_link else readable)
     ]
     assert missing == []
 

@@ -238,3 +238,30 @@ def test_busy_time_counter_integrates_utilization(fakenvml_dir: Path, tmp_path: 
         assert busy0 is not None and busy1 is not None
         average = (busy1 - busy0) / elapsed
         assert abs(average - expected) < 0.1, f"gpu{gpu}: average utilization {average:.3f}, expected {expected}"
+
+
+def test_nvlink_collector_reports_each_link(fakenvml_dir: Path, tmp_path: Path) -> None:
+    keys = scenario_values(SCENARIOS / "h100x4.scn")
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", "--collector.nvlink")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    for gpu, link in (("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")):
+        prefix = f"gpu{gpu}.nvlink.{link}."
+        assert value(parsed, "gpu_nvlink_up", gpu=gpu, nvlink=link) == float(keys[prefix + "state"])
+        assert value(parsed, "gpu_nvlink_transmit_bytes_total", gpu=gpu, nvlink=link) == int(keys[prefix + "tx"]) * 1024
+        assert value(parsed, "gpu_nvlink_receive_bytes_total", gpu=gpu, nvlink=link) == int(keys[prefix + "rx"]) * 1024
+        for kind, key in (("crc_data", "crc_errors"), ("replay", "replay_errors"), ("recovery", "recovery_errors")):
+            got = value(parsed, "gpu_nvlink_errors_total", gpu=gpu, nvlink=link, type=kind)
+            assert got == float(keys[prefix + key]), (gpu, link, kind)
+    # GPUs without NVLink have no link series at all
+    assert not [labels for labels in parsed["gpu_nvlink_up"] if dict(labels)["gpu"] in ("2", "3")]
+
+
+def test_nvlink_collector_is_off_by_default(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h")
+    try:
+        assert "gpu_nvlink_" not in exporter.metrics()
+    finally:
+        exporter.stop()

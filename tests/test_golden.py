@@ -26,6 +26,7 @@ CASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "h100x4": ("h100x4", ()),
     "old_gpu": ("old_gpu", ()),
     "mig": ("mig", ()),
+    "h100x4-nvlink": ("h100x4", ("--collector.nvlink",)),
     "h100x4-dcgm-exporter": ("h100x4", ("-f", COUNTERS)),
     "mig-dcgm-exporter": ("mig", ("-f", COUNTERS)),
 }
@@ -62,7 +63,7 @@ def promtool() -> str:
     return path
 
 
-@pytest.mark.parametrize("name", [name for name in NAMES if not CASES[name][1]])
+@pytest.mark.parametrize("name", [name for name in NAMES if "-f" not in CASES[name][1]])
 def test_promtool_check_metrics_is_silent(fakenvml_dir: Path, tmp_path: Path, name: str) -> None:
     text = _scrape(fakenvml_dir, tmp_path, name)
     result = subprocess.run(

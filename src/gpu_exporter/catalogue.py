@@ -16,6 +16,8 @@ Kind = Literal["gauge", "counter"]
 
 #: Labels every per-GPU series carries, in order.
 DEVICE_LABELS: tuple[str, ...] = ("gpu", "uuid")
+#: Label of the link a per-NVLink series is about, after :data:`DEVICE_LABELS`.
+LINK_LABEL = "nvlink"
 #: Labels a MIG device's series carry after :data:`DEVICE_LABELS` (uuid stays the parent GPU's).
 MIG_LABELS: tuple[str, ...] = ("gpu_instance", "compute_instance", "profile")
 #: Labels of ``gpu_info``, in order; values come from the backend's device identity.
@@ -92,6 +94,7 @@ class MetricSpec:
     ``compat_scale`` render the same sample under dcgm-exporter's name and unit. ``variant`` gives
     the extra labels of one series of a family that several rows share (e.g. ``reason``).
     ``maximum`` is the physical bound in base units above which a value is dropped as invalid.
+    ``per_link`` rows are read once per NVLink and carry an ``nvlink`` label.
     """
 
     name: str
@@ -108,6 +111,7 @@ class MetricSpec:
     derived_from: str | None = None
     variant: tuple[tuple[str, str], ...] = ()
     maximum: float | None = None
+    per_link: bool = False
 
     @property
     def key(self) -> str:
@@ -475,6 +479,28 @@ METRICS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
         maximum=1,
     ),
+    # NVLink, one series per link (collector off by default: up to 18 links per GPU)
+    MetricSpec(
+        "gpu_nvlink_up", "gauge", "", "1 while this NVLink is active", "nvlink",
+        NvmlSource("nvmlDeviceGetNvLinkState"), None, maximum=1, per_link=True,
+    ),
+    MetricSpec(
+        "gpu_nvlink_transmit_bytes_total", "counter", "bytes", "Data sent over this NVLink since the driver loaded",
+        "nvlink", NvmlSource("nvmlDeviceGetFieldValues", "nvlink_tx", KIB), None, per_link=True,
+    ),
+    MetricSpec(
+        "gpu_nvlink_receive_bytes_total", "counter", "bytes", "Data received over this NVLink since the driver loaded",
+        "nvlink", NvmlSource("nvmlDeviceGetFieldValues", "nvlink_rx", KIB), None, per_link=True,
+    ),
+    *(
+        MetricSpec(
+            "gpu_nvlink_errors_total", "counter", "",
+            "NVLink data-link errors on this link since the driver loaded, by type (crc_data: corrupted flits; "
+            "replay: retransmissions; recovery: link retraining)", "nvlink",
+            NvmlSource("nvmlDeviceGetNvLinkErrorCounter", kind), None, variant=(("type", kind),), per_link=True,
+        )
+        for kind in ("crc_data", "replay", "recovery")
+    ),
     # ---- BEGIN DCGM-only profiling (DCP) metrics (issue 4) ------------------------------------------------
     # Collector "profiling" (off by default: the profiling counters are one lock per GPU, shared with Nsight
     # and CUPTI). NVML has no source for these, so they have names of their own; DCGM reports ratios 0-1 and
@@ -708,7 +734,7 @@ XID_CODES: dict[int, Xid] = {
 #: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
 COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in METRICS), "xid")
 #: Collectors that are off unless enabled: expensive, or needing exclusive access to the GPU.
-DEFAULT_OFF: frozenset[str] = frozenset({"profiling"})
+DEFAULT_OFF: frozenset[str] = frozenset({"profiling", "nvlink"})
 DEFAULT_COLLECTORS: frozenset[str] = frozenset(COLLECTORS) - DEFAULT_OFF
 
 

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import HostIdentity, XidTally
-from gpu_exporter.catalogue import FIXED, MIG_LABELS, XID_CODES, MetricSpec
+from gpu_exporter.catalogue import FIXED, LINK_LABEL, MIG_LABELS, XID_CODES, MetricSpec
 from gpu_exporter.snapshot import DeviceView, SelfStats
 
 
@@ -57,6 +57,12 @@ def device_families(
         _labelled("gpu_info", (*base.values(), *identity), 1, info)
         _add(up, base, 1 if device.up else 0)
         for spec in specs:
+            if spec.per_link:
+                for link in ident.nvlinks:
+                    value = device.link_values.get(link, {}).get(spec.key)
+                    if value is not None:
+                        _add(by_name[spec.name], {**base, LINK_LABEL: str(link), **dict(spec.variant)}, value)
+                continue
             value = device.values.get(spec.key)
             if value is not None:
                 _add(by_name[spec.name], {**base, **dict(spec.variant)}, value)

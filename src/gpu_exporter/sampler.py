@@ -272,7 +272,9 @@ class Sampler:
         values = self._fresh_values(state, result, now, new)
         fresh = now - result.finished_at <= STALE_INTERVALS * self._interval
         return DeviceView(
-            worker.device, up=True, values=values, mig_values=result.reading.mig_values if fresh else {},
+            worker.device, up=True, values=values,
+            mig_values=result.reading.mig_values if fresh else {},
+            link_values=result.reading.link_values if fresh else {},
             stalled=stalled, read_seconds=result.seconds,
         )  # fmt: skip
 

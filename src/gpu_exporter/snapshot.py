@@ -25,6 +25,7 @@ class DeviceView:
     up: bool
     values: Mapping[str, float]
     mig_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    link_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     stalled: bool = False
     read_seconds: float | None = None
 

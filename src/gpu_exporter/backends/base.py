@@ -52,6 +52,7 @@ class DeviceIdentity:
     minor_number: str = ""
     mig_mode: str = ""
     migs: tuple[MigIdentity, ...] = ()
+    nvlinks: tuple[int, ...] = ()  # NVLink numbers the GPU reports a state for
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class DeviceReading:
 
     values: dict[str, float] = field(default_factory=dict)
     mig_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    link_values: dict[int, dict[str, float]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     invalid: dict[str, int] = field(default_factory=dict)
 

@@ -10,6 +10,7 @@ symbol become an absent sample remembered per (device, call) and logged once;
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -30,7 +31,16 @@ from gpu_exporter.backends.base import (
     tally,
 )
 from gpu_exporter.backends.nvml.events import XidListener
-from gpu_exporter.backends.nvml.readers import ARG_READERS, ERROR_KINDS, STRUCT_READERS, Handle, Raw, text
+from gpu_exporter.backends.nvml.readers import (
+    ARG_READERS,
+    ERROR_KINDS,
+    LINK_READERS,
+    MAX_LINKS,
+    STRUCT_READERS,
+    Handle,
+    Raw,
+    text,
+)
 from gpu_exporter.catalogue import MetricSpec, NvmlSource, scaled
 from gpu_exporter.sanity import drop_inconsistent, plausible
 
@@ -59,6 +69,11 @@ _INIT_HINTS: dict[int, tuple[str, str]] = {
         "in a container, expose the devices (docker --gpus all, or the NVIDIA device plugin)",
     ),
 }
+
+
+def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
+    """One raw value of a per-NVLink source."""
+    return float(LINK_READERS[source.call](handle, link, source.selector))
 
 
 def _in_container_without_devices() -> bool:
@@ -194,7 +209,21 @@ class NvmlBackend:
             minor_number=identity(pynvml.nvmlDeviceGetMinorNumber),
             mig_mode=mig_mode,
             migs=migs,
+            nvlinks=self._discover_links(handle),
         )
+
+    def _discover_links(self, handle: Handle) -> tuple[int, ...]:
+        """NVLinks for which ``nvmlDeviceGetNvLinkState`` answers (GPUs without NVLink: none)."""
+        links = []
+        for link in range(MAX_LINKS):
+            try:
+                pynvml.nvmlDeviceGetNvLinkState(handle, link)
+            except pynvml.NVMLError_GpuIsLost:
+                raise
+            except pynvml.NVMLError:
+                continue
+            links.append(link)
+        return tuple(links)
 
     def _discover_migs(
         self, uuid: str, handle: Handle, mig_handles: dict[tuple[str, int], Handle]
@@ -234,7 +263,12 @@ class NvmlBackend:
             raise DeviceLost(f"{device.uuid} is no longer enumerated by NVML")
         reading = DeviceReading()
         due = [spec for spec in specs if spec.nvml is not None and cycle % spec.every == 0]
-        self._read_into(reading.values, handle, device.uuid, due, reading)
+        self._read_into(reading.values, handle, device.uuid, [spec for spec in due if not spec.per_link], reading)
+        link_specs = [spec for spec in due if spec.per_link]
+        for link in device.nvlinks if link_specs else ():
+            link_values: dict[str, float] = {}
+            self._read_into(link_values, handle, device.uuid, link_specs, reading, link)
+            reading.link_values[link] = link_values
         mig_specs = [spec for spec in due if spec.mig]
         for slot, mig in enumerate(device.migs):
             mig_handle = self._mig_handles.get((device.uuid, slot))
@@ -246,13 +280,25 @@ class NvmlBackend:
         return reading
 
     def _read_into(
-        self, out: dict[str, float], handle: Handle, uuid: str, specs: Sequence[MetricSpec], reading: DeviceReading
+        self,
+        out: dict[str, float],
+        handle: Handle,
+        uuid: str,
+        specs: Sequence[MetricSpec],
+        reading: DeviceReading,
+        link: int | None = None,
     ) -> None:
+        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) into ``out``."""
         structs: dict[str, Raw | Exception] = {}
         for spec in specs:
             source = spec.nvml
             assert source is not None  # filtered by read()
-            raw = self._query(handle, uuid, source, structs, reading.errors)
+            read = (
+                functools.partial(self._raw, handle, source, structs)
+                if link is None
+                else functools.partial(_link_raw, handle, link, source)
+            )
+            raw = self._call(uuid, source, read, reading.errors)
             if raw is None:
                 continue
             value = scaled(raw, source.scale)
@@ -263,26 +309,32 @@ class NvmlBackend:
                 log.debug("%s %s: implausible raw value %r dropped", uuid, spec.key, raw)
         drop_inconsistent(out, reading.invalid)
 
-    def _query(
-        self, handle: Handle, uuid: str, source: NvmlSource, structs: dict[str, Raw | Exception], errors: dict[str, int]
+    @staticmethod
+    def _raw(handle: Handle, source: NvmlSource, structs: dict[str, Raw | Exception]) -> float | None:
+        """One raw value of a device-level source; struct calls are made once per read and shared."""
+        if source.call not in STRUCT_READERS:
+            return float(ARG_READERS[source.call](handle, source.selector))
+        if source.call not in structs:
+            try:
+                structs[source.call] = STRUCT_READERS[source.call](handle)
+            except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
+                structs[source.call] = err
+        result = structs[source.call]
+        if isinstance(result, Exception):
+            raise result
+        value = result.get(source.selector)
+        return None if value is None else float(value)
+
+    def _call(
+        self, uuid: str, source: NvmlSource, read: Callable[[], float | None], errors: dict[str, int]
     ) -> float | None:
-        """One raw value, or None when absent. Raises DeviceLost when NVML says the GPU is lost."""
+        """Run one vendor read and translate NVML's outcome: a value, or None when absent (unsupported
+        calls are remembered and not retried; failures are counted by kind). Raises DeviceLost."""
         key = (uuid, source.call, source.selector)
         if key in self._skip:
             return None
         try:
-            if source.call in STRUCT_READERS:
-                if source.call not in structs:
-                    try:
-                        structs[source.call] = STRUCT_READERS[source.call](handle)
-                    except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
-                        structs[source.call] = err
-                result = structs[source.call]
-                if isinstance(result, Exception):
-                    raise result
-                value = result.get(source.selector)
-                return None if value is None else float(value)
-            return float(ARG_READERS[source.call](handle, source.selector))
+            return read()
         except pynvml.NVMLError_GpuIsLost as err:
             raise DeviceLost(f"{uuid}: {err}") from err
         except (

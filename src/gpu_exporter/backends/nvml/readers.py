@@ -22,6 +22,17 @@ _THRESHOLDS = {
 _CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
 _PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}
 _FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP}
+# Per-link field values (scopeId = link): cumulative KiB since the driver loaded.
+_LINK_FIELD_IDS = {
+    "nvlink_tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+    "nvlink_rx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+}
+_LINK_ERRORS = {
+    "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
+    "replay": pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
+    "recovery": pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+}
+MAX_LINKS = pynvml.NVML_NVLINK_MAX_LINKS
 _VIOLATIONS = {
     "power": pynvml.NVML_PERF_POLICY_POWER,
     "thermal": pynvml.NVML_PERF_POLICY_THERMAL,
@@ -172,6 +183,28 @@ ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
     "nvmlDeviceGetTotalEccErrors": lambda h, s: pynvml.nvmlDeviceGetTotalEccErrors(h, *_ECC[s]),
     "nvmlDeviceGetRetiredPages": lambda h, s: len(pynvml.nvmlDeviceGetRetiredPages(h, _RETIREMENT_CAUSES[s])),
 }
+
+
+# Per-NVLink calls: (handle, link, selector) → raw value.
+LINK_READERS: dict[str, Callable[[Handle, int, str], float]] = {
+    "nvmlDeviceGetNvLinkState": lambda h, link, _s: pynvml.nvmlDeviceGetNvLinkState(h, link),
+    "nvmlDeviceGetFieldValues": lambda h, link, s: _field_value(
+        pynvml.nvmlDeviceGetFieldValues(h, [(_LINK_FIELD_IDS[s], link)])[0]
+    ),
+    "nvmlDeviceGetNvLinkErrorCounter": lambda h, link, s: pynvml.nvmlDeviceGetNvLinkErrorCounter(
+        h, link, _LINK_ERRORS[s]
+    ),
+}
+
+
+def supported_link_calls() -> frozenset[tuple[str, str]]:
+    """Every (call, selector) this backend can read per NVLink."""
+    selectors = {
+        "nvmlDeviceGetNvLinkState": ("",),
+        "nvmlDeviceGetFieldValues": tuple(_LINK_FIELD_IDS),
+        "nvmlDeviceGetNvLinkErrorCounter": tuple(_LINK_ERRORS),
+    }
+    return frozenset((call, selector) for call, names in selectors.items() for selector in names)
 
 
 def supported_calls() -> frozenset[tuple[str, str]]:

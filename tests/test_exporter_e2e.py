@@ -265,3 +265,20 @@ def test_nvlink_collector_is_off_by_default(fakenvml_dir: Path, tmp_path: Path) 
         assert "gpu_nvlink_" not in exporter.metrics()
     finally:
         exporter.stop()
+
+
+def test_near_static_values_stay_between_their_reads(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Limits and maximums are read once a minute (every 60th cycle) and served in between."""
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "100ms", trace=True)
+    try:
+        time.sleep(1.5)  # about 15 cycles: only the first read the near-static values
+        parsed = samples(exporter.metrics())
+        trace = exporter.trace_path.read_text() if exporter.trace_path else ""
+    finally:
+        exporter.stop()
+    assert value(parsed, "gpu_sm_clock_max_hertz", gpu="0") == 1.98e9
+    assert value(parsed, "gpu_temperature_slowdown_threshold_celsius", gpu="3") == 90
+    assert value(parsed, "gpu_pcie_link_width_max", gpu="2") == 16
+    calls = trace.splitlines()
+    assert calls.count("nvmlDeviceGetMaxPcieLinkWidth gpu0") == 1
+    assert calls.count("nvmlDeviceGetPowerUsage gpu0") > 5

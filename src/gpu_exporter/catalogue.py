@@ -220,6 +220,9 @@ def _counter(
     )  # fmt: skip
 
 
+#: Cadence of near-static values (limits, thresholds, maximum clocks and link widths, ECC mode), which
+#: change only with an admin action or a driver reload: read every 60th cycle, about once a minute.
+STATIC = 60
 _PERCENT = Fraction(1, 100)
 _MILLI = Fraction(1, 1000)
 _MHZ = Fraction(10**6)
@@ -288,7 +291,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "gpu_bar1_memory_total_bytes", "bytes", "BAR1 aperture size", "memory",
-        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB),
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB), every=STATIC,
     ),
     _gauge(
         "gpu_bar1_memory_used_bytes", "bytes", "BAR1 aperture in use", "memory",
@@ -308,21 +311,23 @@ METRICS: tuple[MetricSpec, ...] = (
         "gpu_temperature_slowdown_threshold_celsius", "celsius",
         "Core temperature at which the GPU starts to slow its clocks", "temperature",
         NvmlSource("nvmlDeviceGetTemperatureThreshold", "slowdown"), DcgmSource(158), "DCGM_FI_DEV_SLOWDOWN_TEMP",
+        every=STATIC,
     ),
     _gauge(
         "gpu_temperature_shutdown_threshold_celsius", "celsius",
         "Core temperature at which the GPU shuts down to protect itself", "temperature",
         NvmlSource("nvmlDeviceGetTemperatureThreshold", "shutdown"), DcgmSource(159), "DCGM_FI_DEV_SHUTDOWN_TEMP",
+        every=STATIC,
     ),
     _gauge(
         "gpu_temperature_max_operating_celsius", "celsius", "Maximum operating core temperature", "temperature",
         NvmlSource("nvmlDeviceGetTemperatureThreshold", "max_operating"), DcgmSource(152),
-        "DCGM_FI_DEV_GPU_MAX_OP_TEMP",
+        "DCGM_FI_DEV_GPU_MAX_OP_TEMP", every=STATIC,
     ),
     _gauge(
         "gpu_memory_temperature_max_operating_celsius", "celsius", "Maximum operating memory (HBM) temperature",
         "temperature", NvmlSource("nvmlDeviceGetTemperatureThreshold", "memory_max_operating"), DcgmSource(151),
-        "DCGM_FI_DEV_MEM_MAX_OP_TEMP",
+        "DCGM_FI_DEV_MEM_MAX_OP_TEMP", every=STATIC,
     ),
     _gauge(
         "gpu_fan_speed_ratio", "ratio", "Fan speed as a fraction of its maximum (intended speed)", "temperature",
@@ -342,7 +347,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_power_default_limit_watts", "watts", "Default power management limit of the board", "power",
         NvmlSource("nvmlDeviceGetPowerManagementDefaultLimit", "", _MILLI), DcgmSource(163),
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", every=STATIC,
     ),
     _counter(
         "gpu_energy_joules_total", "joules", "Energy consumed since the driver was loaded", "power",
@@ -362,12 +367,12 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_sm_clock_max_hertz", "hertz", "Maximum SM clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "sm", _MHZ), DcgmSource(113, _MHZ),
-        "DCGM_FI_DEV_MAX_SM_CLOCK", 1 / _MHZ,
+        "DCGM_FI_DEV_MAX_SM_CLOCK", 1 / _MHZ, every=STATIC,
     ),
     _gauge(
         "gpu_memory_clock_max_hertz", "hertz", "Maximum memory clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "memory", _MHZ), DcgmSource(114, _MHZ),
-        "DCGM_FI_DEV_MAX_MEM_CLOCK", 1 / _MHZ,
+        "DCGM_FI_DEV_MAX_MEM_CLOCK", 1 / _MHZ, every=STATIC,
     ),
     _gauge(
         "gpu_performance_state", "", "Performance state, 0 (fastest) to 15 (slowest)", "clocks",
@@ -381,6 +386,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_pcie_link_generation_max", "", "Highest PCIe link generation this GPU and slot support", "pcie",
         NvmlSource("nvmlDeviceGetMaxPcieLinkGeneration"), DcgmSource(235), "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", maximum=16,
+        every=STATIC,
     ),
     _gauge(
         "gpu_pcie_link_width", "", "Current PCIe link width (lanes)", "pcie",
@@ -389,6 +395,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_pcie_link_width_max", "", "Widest PCIe link (lanes) this GPU and slot support", "pcie",
         NvmlSource("nvmlDeviceGetMaxPcieLinkWidth"), DcgmSource(236), "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", maximum=64,
+        every=STATIC,
     ),
     _counter(
         "gpu_pcie_replay_errors_total", "", "PCIe replays (link-level retransmissions) since the driver loaded",
@@ -429,6 +436,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_ecc_mode_enabled", "", "1 when ECC is enabled (current mode)", "ecc",
         NvmlSource("nvmlDeviceGetEccMode", "current"), DcgmSource(300), "DCGM_FI_DEV_ECC_CURRENT", maximum=1,
+        every=STATIC,
     ),
     *(
         _counter(

@@ -1,18 +1,21 @@
 """Render metric families to bytes once per snapshot, and pick the right bytes for a scrape.
 
-Rendering happens on the sampler thread; a scrape only chooses among four pre-built byte strings
-(Prometheus text 0.0.4 or OpenMetrics 1.0.0, each plain or gzip) by its ``Accept`` and
-``Accept-Encoding`` headers.
+The encoder writes Prometheus text 0.0.4 and OpenMetrics 1.0.0 in one pass, byte for byte what
+prometheus_client's two ``generate_latest`` encoders write for gpu-exporter's families (gauges and
+counters, no timestamps or exemplars; a test holds them to the same bytes) at about a tenth of the
+cost: each sample line is formatted once for both formats and the label part of a line, which
+repeats every cycle, is cached. Rendering happens on the sampler thread; a scrape only chooses
+among four pre-built byte strings (Prometheus text 0.0.4 or OpenMetrics 1.0.0, each plain or gzip)
+by its ``Accept`` and ``Accept-Encoding`` headers.
 """
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from prometheus_client import exposition as text_format
-from prometheus_client.openmetrics import exposition as openmetrics_format
-from prometheus_client.registry import Collector
+from prometheus_client.core import Metric
+from prometheus_client.utils import floatToGoString
 
 from gpu_exporter.snapshot import Rendered
 
@@ -23,21 +26,54 @@ OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset
 _GZIP_LEVEL = 1
 
 
-class _Families(Collector):
-    """Adapts a ready list of families to what prometheus_client's encoders iterate over."""
-
-    def __init__(self, families: Sequence[object]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterable[object]:  # type: ignore[override]  # encoders only iterate
-        return self._families
+#: Formatted label sets, keyed by the sample's labels; bounded so label churn cannot grow it forever.
+_LABEL_CACHE: dict[tuple[tuple[str, str], ...], str] = {}
+_LABEL_CACHE_MAX = 200_000
 
 
-def render(families: Sequence[object]) -> Rendered:
+def _escape_help(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n")
+
+
+def _escape_value(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _label_text(labels: dict[str, str]) -> str:
+    key = tuple(sorted(labels.items()))
+    text = _LABEL_CACHE.get(key)
+    if text is None:
+        text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in key) + "}" if key else ""
+        if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+            _LABEL_CACHE.clear()
+        _LABEL_CACHE[key] = text
+    return text
+
+
+def encode(families: Sequence[Metric]) -> tuple[bytes, bytes]:
+    """(text format 0.0.4, OpenMetrics 1.0.0) bytes of ``families``."""
+    text: list[str] = []
+    openmetrics: list[str] = []
+    for family in families:
+        name, kind, documentation = family.name, family.type, family.documentation
+        text_name = name + "_total" if kind == "counter" else name
+        text.append(f"# HELP {text_name} {_escape_help(documentation)}\n")
+        text.append(f"# TYPE {text_name} {kind}\n")
+        openmetrics.append(f"# HELP {name} {_escape_value(documentation)}\n# TYPE {name} {kind}\n")
+        if family.unit:
+            openmetrics.append(f"# UNIT {name} {family.unit}\n")
+        for sample in family.samples:
+            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]  # untyped upstream
+            line = f"{sample.name}{_label_text(sample.labels)} {value}\n"
+            text.append(line)
+            openmetrics.append(line)
+    openmetrics.append("# EOF\n")
+    return "".join(text).encode("utf-8"), "".join(openmetrics).encode("utf-8")
+
+
+def render(families: Sequence[Metric]) -> Rendered:
     """Encode ``families`` in both formats and gzip each; families without samples are left out."""
-    collector = _Families([family for family in families if family.samples])  # type: ignore[attr-defined]
-    text = text_format.generate_latest(collector)
-    openmetrics = openmetrics_format.generate_latest(collector)  # type: ignore[no-untyped-call]  # untyped upstream
+    text, openmetrics = encode([family for family in families if family.samples])
     return Rendered(
         text=text,
         text_gzip=gzip.compress(text, _GZIP_LEVEL, mtime=0),

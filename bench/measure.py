@@ -1,0 +1,114 @@
+"""One measurement point: a started system at one host size, measured once.
+
+Order (each step bounded in time): wait until it serves the last GPU → settle a few intervals →
+warm-up scrapes → RSS "after warm-up" → an idle window with no scrapes (sampling CPU) → scrapes
+with one client up to ``scrapes`` in total (scrape CPU, then RSS "after N scrapes") → one latency
+run per concurrency level.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench import procfs, wrk
+from bench.systems import Running, Scrape, scrape, wait_ready
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long and how much: the knobs of one measurement point."""
+
+    interval_s: float = 1.0
+    ready_timeout_s: float = 60.0
+    settle_intervals: int = 3
+    warmup_scrapes: int = 50
+    idle_s: float = 20.0
+    ceiling_idle_s: float = 5.0
+    scrapes: int = 10_000
+    scrapes_max_s: float = 40.0
+    latency_s: float = 5.0
+    concurrency: tuple[int, ...] = (1, 16)
+
+
+def _series(body: bytes) -> int:
+    return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+
+
+def _window(pid: int) -> tuple[float, float, procfs.HostTimes]:
+    return procfs.cpu_seconds(pid), time.monotonic(), procfs.host_times()
+
+
+def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: float) -> tuple[dict[str, Any], Scrape]:
+    """Measure ``running`` once; returns the figures and the exposition it served after warm-up."""
+    pid = running.pid
+    url = running.url
+    scrapes_done = 0
+    started = time.monotonic()
+    wait_ready(running, expect, plan.ready_timeout_s)
+    ready_s = time.monotonic() - started
+    scrapes_done += 1
+    time.sleep(plan.settle_intervals * plan.interval_s)
+    for _ in range(plan.warmup_scrapes):
+        scrape(url)
+    scrapes_done += plan.warmup_scrapes
+    rss_warm = procfs.rss_bytes(pid)
+    exposition = scrape(url)
+    scrapes_done += 1
+
+    # Idle: no scrapes at all, only the system's own sampling at its interval.
+    user0, sys0 = procfs.cpu_times(pid)
+    cpu0, t0, host0 = _window(pid)
+    time.sleep(idle_s)
+    cpu1, t1, host1 = _window(pid)
+    user1, sys1 = procfs.cpu_times(pid)
+    idle_cpu, idle_window = cpu1 - cpu0, t1 - t0
+    idle_rate = idle_cpu / idle_window
+    other_cores = max(0.0, (host1.busy - host0.busy) - idle_cpu) / idle_window
+
+    # Scrapes with one client (as Prometheus scrapes), up to plan.scrapes in total since start.
+    target = max(1, plan.scrapes - scrapes_done)
+    cpu0, t0, _ = _window(pid)
+    capped = wrk.run(wrk_path, url, 1, plan.scrapes_max_s, max_requests=target)
+    cpu1, t1, _ = _window(pid)
+    scrapes_done += capped.requests
+    rss_after = procfs.rss_bytes(pid)
+    scrapes_before_rss = scrapes_done
+    scrape_run_cpu = cpu1 - cpu0
+    scrape_cpu = max(0.0, scrape_run_cpu - idle_rate * (t1 - t0))
+
+    latency: dict[str, Any] = {}
+    for connections in plan.concurrency:
+        cpu0, t0, _ = _window(pid)
+        result = wrk.run(wrk_path, url, connections, plan.latency_s)
+        cpu1, t1, _ = _window(pid)
+        scrapes_done += result.requests
+        net = max(0.0, (cpu1 - cpu0) - idle_rate * (t1 - t0))
+        latency[f"c{connections}"] = {
+            **result.as_dict(),
+            "requests_per_second": result.requests / result.seconds if result.seconds else 0.0,
+            "cpu_s_per_1000_scrapes": 1000 * net / result.requests if result.requests else None,
+        }
+    alive = running.process.poll() is None
+    figures: dict[str, Any] = {
+        "ready_s": ready_s,
+        "exposition_bytes": len(exposition.body),
+        "series": _series(exposition.body),
+        "content_type": exposition.content_type,
+        "rss_warm_bytes": rss_warm,
+        "idle_window_s": idle_window,
+        "idle_cpu_s": idle_cpu,
+        "sampling_cpu_s_per_min": idle_rate * 60,
+        "sampling_cpu_user_system_s": [user1 - user0, sys1 - sys0],
+        "other_load_cores_during_idle": other_cores,
+        "scrape_run": {**capped.as_dict(), "cpu_s": scrape_run_cpu},
+        "scrape_cpu_s_per_1000": 1000 * scrape_cpu / capped.requests if capped.requests else None,
+        "rss_after_scrapes_bytes": rss_after,
+        "scrapes_before_rss_after": scrapes_before_rss,
+        "latency": latency,
+        "rss_end_bytes": procfs.rss_bytes(pid) if alive else None,
+        "total_scrapes": scrapes_done,
+        "alive_at_end": alive,
+    }
+    return figures, exposition

@@ -79,7 +79,7 @@ from gpu_exporter.backends.dcgm.values import (
 )
 from gpu_exporter.backends.dcgm.xids import XidCounter
 from gpu_exporter.catalogue import MetricSpec, scaled
-from gpu_exporter.sanity import drop_inconsistent, plausible
+from gpu_exporter.sanity import drop_inconsistent, store
 
 log = logging.getLogger(__name__)
 
@@ -546,11 +546,7 @@ class DcgmBackend:
                 continue
             raw = float(decoded)
             value = (1.0 if int(decoded) & source.bit else 0.0) if source.bit else scaled(raw, source.scale)
-            if plausible(spec, raw, value):
-                out[spec.key] = value
-            else:
-                tally(reading.invalid, spec.name)
-                log.debug("%s %s: implausible raw value %r dropped", uuid, spec.key, raw)
+            store(out, spec, raw, value, reading.invalid)
         drop_inconsistent(out, reading.invalid)
 
     def _absent(self, uuid: str, spec: MetricSpec, blank: Blank, errors: dict[str, int]) -> None:

@@ -42,7 +42,7 @@ from gpu_exporter.backends.nvml.readers import (
     text,
 )
 from gpu_exporter.catalogue import MetricSpec, NvmlSource, scaled
-from gpu_exporter.sanity import drop_inconsistent, plausible
+from gpu_exporter.sanity import drop_inconsistent, store
 
 log = logging.getLogger(__name__)
 
@@ -301,12 +301,7 @@ class NvmlBackend:
             raw = self._call(uuid, source, read, reading.errors)
             if raw is None:
                 continue
-            value = scaled(raw, source.scale)
-            if plausible(spec, raw, value):
-                out[spec.key] = value
-            else:
-                tally(reading.invalid, spec.name)
-                log.debug("%s %s: implausible raw value %r dropped", uuid, spec.key, raw)
+            store(out, spec, raw, scaled(raw, source.scale), reading.invalid)
         drop_inconsistent(out, reading.invalid)
 
     @staticmethod

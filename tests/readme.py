@@ -14,6 +14,7 @@ from gpu_exporter.catalogue import (
     IDENTITY_METRICS,
     MIG_LABELS,
     SELF_METRICS,
+    STATIC,
     FixedMetric,
 )
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
@@ -59,7 +60,8 @@ def metric_table() -> str:
             + variant
             + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
         )
-        cadence = f" Read every {spec.every} cycles (an expensive call)." if spec.every > 1 else ""
+        reason = "a near-static value" if spec.every == STATIC else "an expensive call"
+        cadence = f" Read every {spec.every} cycles ({reason})." if spec.every > 1 else ""
         rows.append(
             f"| `{name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
         )

@@ -677,7 +677,7 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "counter",
         "",
         ("kind",),
-        "Failed vendor calls by NVML error kind since start (the value is left out; unsupported is not an error).",
+        "Failed vendor calls by error kind since start (the value is left out; unsupported is not an error).",
     ),
     FixedMetric(
         "gpu_exporter_invalid_values_total",

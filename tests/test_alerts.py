@@ -492,7 +492,7 @@ def test_alertmanager_inhibits_with_amtool(tmp_path: Path) -> None:
             return found
 
         expected = {key: "suppressed" if key in inhibited else "active" for key in sent}
-        wait_until(lambda: states() == expected, 20, f"inhibition states {expected}")
+        wait_until(lambda: states() == expected, 60, f"inhibition states {expected}")
 
 
 def test_end_to_end_exporter_prometheus_alertmanager(fakenvml_dir: Path, tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ from gpu_exporter.backends.dcgm.values import (
     FP64_BLANK,
     INT32_BLANK,
     INT64_BLANK,
+    LINK_STATE_DOWN,
+    LINK_STATE_UP,
     ST_CONNECTION_NOT_VALID,
     ST_DUPLICATE_KEY,
     ST_NOT_WATCHED,
@@ -33,7 +35,9 @@ from gpu_exporter.backends.dcgm.values import (
     FieldValue,
     link_entity_id,
 )
-from gpu_exporter.catalogue import METRICS
+from gpu_exporter.catalogue import METRICS, NVLINK_ERROR_FIELDS
+
+NVLINK_FIELDS = dict(NVLINK_ERROR_FIELDS)
 
 #: A raw value as DCGM stores it: (type code, value, status).
 Raw = tuple[str, int | float | str | None, int]
@@ -92,11 +96,14 @@ class FakeDcgm:
     stale: set[str] = field(default_factory=set)  # group names left by an earlier run
     watches: dict[str, Watch] = field(default_factory=dict)
     xids: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts µs, group, entity, code)
+    sxids: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts µs, switch, field, code)
+    link_state: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (group, owner, port) → state
     connected_to: str | None = None
     connected: bool = False
     down: bool = False
     connects: int = 0
     latest_calls: int = 0
+    link_state_calls: int = 0
     clock_us: int = 1_700_000_000_000_000
 
     # building the host ---------------------------------------------------------------------
@@ -117,11 +124,32 @@ class FakeDcgm:
         )
         self.values[(FE_GPU_CI, ci_entity)] = dict(fields)
 
-    def add_nvswitch(self, switch_id: int, up_ports: Sequence[int]) -> None:
+    def add_nvswitch(
+        self,
+        switch_id: int,
+        up_ports: Sequence[int],
+        fields: dict[int, Raw] | None = None,
+        down_ports: Sequence[int] = (),
+        port_fields: dict[int, dict[int, Raw]] | None = None,
+    ) -> None:
+        """An NVSwitch with its own fields and ports (up, or down), each port with its fields."""
         self.entity_list.append(Entity(FE_SWITCH, switch_id))
+        self.values[(FE_SWITCH, switch_id)] = dict(fields or {})
         for port in up_ports:
-            raw = link_entity_id(FE_SWITCH, switch_id, port)
-            self.entity_list.append(Entity(FE_LINK, raw, (FE_SWITCH, switch_id), link=port))
+            self.link_state[(FE_SWITCH, switch_id, port)] = LINK_STATE_UP
+        for port in down_ports:
+            self.link_state[(FE_SWITCH, switch_id, port)] = LINK_STATE_DOWN
+        for port, raw in (port_fields or {}).items():
+            self.values[(FE_LINK, link_entity_id(FE_SWITCH, switch_id, port))] = dict(raw)
+
+    def set_gpu_links(self, gpu_id: int, states: dict[int, int]) -> None:
+        """GPU ``gpu_id``'s NVLink ports and their DCGM states (per-link fields are GPU fields)."""
+        for port, state in states.items():
+            self.link_state[(FE_GPU, gpu_id, port)] = state
+
+    def record_sxid(self, switch_id: int, field_id: int, code: int) -> None:
+        self.clock_us += 1000
+        self.sxids.append((self.clock_us, switch_id, field_id, code))
 
     def record_xid(self, group: int, entity: int, code: int) -> None:
         self.clock_us += 1000
@@ -156,7 +184,16 @@ class FakeDcgm:
 
     def entities(self) -> list[Entity]:
         self._check()
-        return list(self.entity_list)
+        links = [
+            Entity(FE_LINK, link_entity_id(group, owner, port), (group, owner), link=port)
+            for (group, owner, port) in sorted(self.link_state)
+        ]
+        return [*self.entity_list, *links]
+
+    def link_states(self) -> dict[tuple[int, int, int], int]:
+        self._check()
+        self.link_state_calls += 1
+        return dict(self.link_state)
 
     def remove_stale(self, prefix: str) -> int:
         self._check()
@@ -209,6 +246,10 @@ class FakeDcgm:
             FieldValue(group, entity, 230, "i", ST_OK, ts, code)
             for ts, group, entity, code in self.xids
             if ts >= since_us and (group, entity) in watch.entities and 230 in watch.fields
+        ] + [
+            FieldValue(FE_SWITCH, switch, field_id, "i", ST_OK, ts, code)
+            for ts, switch, field_id, code in self.sxids
+            if ts >= since_us and (FE_SWITCH, switch) in watch.entities and field_id in watch.fields
         ]
         return found, (max(v.ts for v in found) + 1 if found else max(since_us, 1))
 
@@ -338,6 +379,18 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         for key, fid in (("serial", 53), ("vbios_version", 85)):
             if key in own:
                 fields[fid] = string(own[key])
+        links = sorted({int(k.split(".")[1]) for k in own if k.startswith("nvlink.") and k.endswith(".state")})
+        for link in links:
+            fake.link_state[(FE_GPU, gpu, link)] = (
+                LINK_STATE_UP if own[f"nvlink.{link}.state"] == "1" else LINK_STATE_DOWN
+            )
+            for kind, scenario_key in (
+                ("crc_data", "crc_errors"),
+                ("replay", "replay_errors"),
+                ("recovery", "recovery_errors"),
+            ):
+                if f"nvlink.{link}.{scenario_key}" in own:
+                    fields[NVLINK_FIELDS[kind][link]] = int64(int(own[f"nvlink.{link}.{scenario_key}"]))
         mig_mode = int(own.get("mig.mode", "0"))
         fields[67] = int64(mig_mode)
         fake.add_gpu(gpu, fields, profiling)

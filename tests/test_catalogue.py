@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
 
 from gpu_exporter.backends.nvml.readers import supported_calls, supported_link_calls
-from gpu_exporter.catalogue import BY_KEY, FAMILIES, METRICS, UNIT_SUFFIXES, DcgmSource, NvmlSource, scaled
+from gpu_exporter.catalogue import (
+    BY_KEY,
+    FAMILIES,
+    METRICS,
+    SWITCH_METRICS,
+    UNIT_SUFFIXES,
+    DcgmSource,
+    NvmlSource,
+    scaled,
+)
 
 REQUIRED = [
     "gpu_utilization_ratio",
@@ -53,7 +63,7 @@ def test_keys_are_unique_and_families_agree() -> None:
     assert len(compat) == len(set(compat))
 
 
-@pytest.mark.parametrize("spec", METRICS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", (*METRICS, *SWITCH_METRICS), ids=lambda spec: spec.key)
 def test_name_carries_its_base_unit(spec: object) -> None:
     from gpu_exporter.catalogue import MetricSpec
 
@@ -71,18 +81,51 @@ def test_name_carries_its_base_unit(spec: object) -> None:
         assert banned not in spec.name
 
 
-@pytest.mark.parametrize("spec", METRICS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", (*METRICS, *SWITCH_METRICS), ids=lambda spec: spec.key)
 def test_help_names_the_source(spec: object) -> None:
     from gpu_exporter.catalogue import MetricSpec
 
     assert isinstance(spec, MetricSpec)
     if spec.nvml is not None:
         assert spec.nvml.call in spec.help
-    if spec.dcgm is not None:
+    if spec.dcgm is not None and spec.dcgm.call:
+        assert f"DCGM {spec.dcgm.call}" in spec.help
+    elif spec.dcgm is not None and spec.dcgm.links:
+        # Every link's field id is named, in ranges: expand them and compare.
+        named = spec.help.partition("DCGM ")[2]
+        listed = set()
+        for run in re.findall(r"(\d+)-(\d+)|(?<![-\d])(\d+)(?![-\d])", named.split("(links")[0]):
+            low, high, single = run
+            listed |= set(range(int(low), int(high) + 1)) if low else {int(single)}
+        assert set(spec.dcgm.links) <= listed, sorted(set(spec.dcgm.links) - listed)
+    elif spec.dcgm is not None:
         assert f"DCGM field {spec.dcgm.field_id}" in spec.help or (
             spec.variant and str(spec.dcgm.field_id) in spec.help.partition("DCGM fields")[2]
         )
     assert spec.nvml or spec.dcgm or spec.derived_from
+
+
+def test_per_link_dcgm_fields_are_distinct_and_cover_eighteen_links() -> None:
+    """DCGM numbers per-link fields in four blocks (links 0-5, 6-11, 12-14, 15-17); a slip would read
+    another link's or another type's counter."""
+    fields = [spec.dcgm.links for spec in METRICS if spec.dcgm is not None and spec.dcgm.links]
+    assert len(fields) == 3
+    assert all(len(links) == 18 for links in fields)
+    flat = [field for links in fields for field in links]
+    assert len(set(flat)) == len(flat)
+    crc = next(
+        spec.dcgm.links for spec in METRICS if spec.key == "gpu_nvlink_errors_total{type=crc_data}" and spec.dcgm
+    )
+    assert (crc[0], crc[5], crc[6], crc[11], crc[12], crc[14], crc[15], crc[17]) == (
+        410,
+        415,
+        457,
+        462,
+        416,
+        418,
+        484,
+        486,
+    )
 
 
 def test_every_nvml_source_has_a_reader() -> None:

@@ -21,6 +21,10 @@ from gpu_exporter.backends.dcgm.backend import GROUP_PREFIX, PROFILING_RETRY_SEC
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
+    FE_SWITCH,
+    LINK_STATE_DISABLED,
+    LINK_STATE_DOWN,
+    LINK_STATE_UP,
     ST_GPU_IS_LOST,
     ST_NO_PERMISSION,
     ST_NOT_WATCHED,
@@ -29,7 +33,15 @@ from gpu_exporter.backends.dcgm.values import (
     ST_REQUIRES_ROOT,
 )
 from gpu_exporter.backends.nvml import NvmlBackend
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, DEFAULT_COLLECTORS, METRICS, MetricSpec, enabled_specs, scaled
+from gpu_exporter.catalogue import (
+    CLOCK_EVENT_REASONS,
+    DEFAULT_COLLECTORS,
+    METRICS,
+    MetricSpec,
+    enabled_specs,
+    enabled_switch_specs,
+    scaled,
+)
 from gpu_exporter.config import Settings
 from gpu_exporter.sampler import Sampler
 from tests.dcgmfake import (
@@ -131,11 +143,12 @@ class Run:
     def __init__(self, fake: FakeDcgm, collectors: frozenset[str] = ALL, interval: float = 3600.0) -> None:
         self.fake = fake
         self.clock = Clock()
-        specs = enabled_specs(collectors)
-        self.backend = DcgmBackend(lambda: fake, specs, interval, clock=self.clock)
+        specs, switch_specs = enabled_specs(collectors), enabled_switch_specs(collectors)
+        self.backend = DcgmBackend(lambda: fake, specs, interval, clock=self.clock, switch_specs=switch_specs)
         self.sampler = Sampler(
-            self.backend, specs, interval, "test", watch_events="xid" in collectors, clock=self.clock
-        )
+            self.backend, specs, interval, "test", watch_events="xid" in collectors, clock=self.clock,
+            switch_specs=switch_specs,
+        )  # fmt: skip
         self.interval = interval
 
     def cycle(self, advance: float = 0.0) -> Parsed:
@@ -168,7 +181,7 @@ def test_every_catalogue_metric_for_gpus_and_mig_in_base_units(runs: list[Run]) 
     run = Run(host())
     runs.append(run)
     parsed = run.cycle()
-    rows = [spec for spec in METRICS if spec.dcgm is not None]
+    rows = [spec for spec in METRICS if spec.dcgm is not None and spec.collector in ALL]
     assert {spec.collector for spec in rows} >= {"profiling", "memory", "ecc"}
     for gpu in (0, 1):
         for spec in rows:
@@ -413,15 +426,122 @@ def test_groups_are_named_uniquely_and_stale_ones_removed(runs: list[Run]) -> No
     assert fake.latest_calls == 1 + 3 + 3
 
 
-def test_nvswitches_and_links_are_enumerated(runs: list[Run], caplog: pytest.LogCaptureFixture) -> None:
+def test_gpu_nvlinks_state_and_error_counters_per_link(runs: list[Run]) -> None:
     fake = host()
-    fake.add_nvswitch(0, [0, 1, 5])
-    fake.add_nvswitch(1, [2])
+    fake.set_gpu_links(0, {0: LINK_STATE_UP, 1: LINK_STATE_DOWN, 2: LINK_STATE_DISABLED, 17: LINK_STATE_UP})
+    # crc_data link 0 and link 17 (the last block of DCGM's per-link ids), replay link 2, recovery link 1
+    fake.values[(FE_GPU, 0)].update({410: int64(3), 486: int64(11), 422: int64(9), 431: int64(1)})
+    fake.values[(FE_GPU, 0)][420] = INT64_SENTINELS["not_supported"]  # replay link 0: absent, not 0
+    run = Run(fake, ALL | {"nvlink"})
+    runs.append(run)
+    parsed = run.cycle()
+    gpu0 = gpu_labels(0)
+    up = {link: exact(parsed, "gpu_nvlink_up", **gpu0, nvlink=str(link)) for link in (0, 1, 2, 17)}
+    assert up == {0: 1.0, 1: 0.0, 2: 0.0, 17: 1.0}
+    errors = "gpu_nvlink_errors_total"
+    assert exact(parsed, errors, **gpu0, nvlink="0", type="crc_data") == 3
+    assert exact(parsed, errors, **gpu0, nvlink="17", type="crc_data") == 11
+    assert exact(parsed, errors, **gpu0, nvlink="2", type="replay") == 9
+    assert exact(parsed, errors, **gpu0, nvlink="1", type="recovery") == 1
+    assert exact(parsed, errors, **gpu0, nvlink="0", type="replay") is None
+    # Links without a value (no sample yet) are absent rather than 0; GPU 1 has no NVLink at all.
+    assert exact(parsed, errors, **gpu0, nvlink="1", type="crc_data") is None
+    assert not any(("gpu", "1") in labels for labels in parsed.get("gpu_nvlink_up", {}))
+    # DCGM has no per-link byte counters (only a whole-MB/s rate): not served rather than faked.
+    assert "gpu_nvlink_transmit_bytes_total" not in parsed
+    links = next(w for name, w in fake.watches.items() if name.endswith("-links0"))
+    assert links.entities == ((FE_GPU, 0),)
+    assert set(links.fields) == {410, 411, 412, 486, 420, 421, 422, 489, 430, 431, 432, 493}
+    # States are read every cycle: a link coming up shows without re-enumeration.
+    fake.link_state[(FE_GPU, 0, 1)] = LINK_STATE_UP
+    calls = fake.link_state_calls
+    parsed = run.cycle()
+    assert exact(parsed, "gpu_nvlink_up", **gpu0, nvlink="1") == 1.0
+    assert fake.link_state_calls == calls + 1
+
+
+def test_nvlink_collector_off_reads_no_link_state(runs: list[Run]) -> None:
+    fake = host()
+    fake.set_gpu_links(0, {0: LINK_STATE_UP})
     run = Run(fake)
     runs.append(run)
-    with caplog.at_level(logging.INFO):
-        run.cycle()
-    assert "2 NVSwitch(es), 4 NVLink(s) up" in caplog.text
+    parsed = run.cycle()
+    assert not any(name.startswith("gpu_nvlink_") and "bytes_per_second" not in name for name in parsed)
+    assert fake.link_state_calls == 0  # discovery only (entities() reads the states directly)
+    assert not any(name.endswith("-links0") for name in fake.watches)
+
+
+def switch_fields(switch: int) -> dict[int, Raw]:
+    return {
+        858: int64(47), 859: int64(95), 860: int64(105),
+        705: int64(31), 706: int64(12), 707: int64(4), 701: int64(850), 864: int64(0),
+        878: string(f"NVSWITCH-{switch}-uuid"), 863: int64(switch + 8),
+        866: int64(0), 867: int64(0x05 + switch), 868: int64(0), 869: int64(0),
+    }  # fmt: skip
+
+
+def test_nvswitch_metrics_ports_and_sxids(runs: list[Run]) -> None:
+    fake = host()
+    port_errors = {782: int64(0), 783: int64(2), 784: int64(7), 785: int64(1), 786: int64(0), 787: int64(5)}
+    fake.add_nvswitch(0, [0, 1], switch_fields(0), down_ports=[2], port_fields={0: port_errors})
+    blank_temperature = {**switch_fields(1), 858: INT64_SENTINELS["blank"]}
+    fake.add_nvswitch(1, [3], blank_temperature, port_fields={3: {788: failed(ST_NO_PERMISSION)}})
+    run = Run(fake, ALL | {"nvswitch"})
+    runs.append(run)
+    parsed = run.cycle()
+    info = parsed["gpu_nvswitch_info"]
+    assert info == {
+        frozenset({("nvswitch", "0"), ("uuid", "NVSWITCH-0-uuid"), ("pci_bus_id", "00000000:05:00.0"),
+                   ("physical_id", "8")}): 1.0,
+        frozenset({("nvswitch", "1"), ("uuid", "NVSWITCH-1-uuid"), ("pci_bus_id", "00000000:06:00.0"),
+                   ("physical_id", "9")}): 1.0,
+    }  # fmt: skip
+    assert exact(parsed, "gpu_nvswitch_temperature_celsius", nvswitch="0") == 47
+    assert exact(parsed, "gpu_nvswitch_temperature_celsius", nvswitch="1") is None  # blank: absent, not 0
+    assert exact(parsed, "gpu_nvswitch_temperature_slowdown_threshold_celsius", nvswitch="0") == 95
+    assert exact(parsed, "gpu_nvswitch_power_watts", nvswitch="0", rail="dvdd") == 12
+    assert exact(parsed, "gpu_nvswitch_voltage_volts", nvswitch="1") == 0.85
+    assert exact(parsed, "gpu_nvswitch_reset_required", nvswitch="0") == 0
+    ports_up = {labels: v for labels, v in parsed["gpu_nvswitch_nvlink_up"].items()}
+    assert ports_up == {
+        frozenset({("nvswitch", "0"), ("nvlink", "0")}): 1.0,
+        frozenset({("nvswitch", "0"), ("nvlink", "1")}): 1.0,
+        frozenset({("nvswitch", "0"), ("nvlink", "2")}): 0.0,
+        frozenset({("nvswitch", "1"), ("nvlink", "3")}): 1.0,
+    }
+    errors = "gpu_nvswitch_nvlink_errors_total"
+    assert exact(parsed, errors, nvswitch="0", nvlink="0", type="replay") == 7
+    assert exact(parsed, errors, nvswitch="0", nvlink="0", type="crc") == 5
+    assert exact(parsed, errors, nvswitch="0", nvlink="0", type="ecc") is None  # never sampled
+    assert exact(parsed, errors, nvswitch="1", nvlink="3", type="ecc") is None
+    assert value(parsed, "gpu_exporter_sample_errors_total", kind="no_permission") >= 1
+    sxid = "gpu_nvswitch_sxid_errors_total"
+    assert {exact(parsed, sxid, nvswitch=n, severity=s) for n in "01" for s in ("fatal", "non_fatal")} == {0.0}
+    fake.record_sxid(0, 856, 12028)
+    fake.record_sxid(0, 856, 12028)
+    fake.record_sxid(1, 857, 11004)
+    parsed = run.cycle()
+    assert exact(parsed, sxid, nvswitch="0", severity="fatal") == 2
+    assert exact(parsed, sxid, nvswitch="0", severity="non_fatal") == 0
+    assert exact(parsed, sxid, nvswitch="1", severity="non_fatal") == 1
+    fake.values[(FE_SWITCH, 0)][864] = int64(1)
+    parsed = run.cycle()
+    assert exact(parsed, "gpu_nvswitch_reset_required", nvswitch="0") == 1
+    assert exact(parsed, sxid, nvswitch="0", severity="fatal") == 2  # each SXid counted once
+    # The engine goes away: switch series vanish with the GPUs' rather than showing old values.
+    fake.lose_connection()
+    parsed = run.cycle()
+    assert not any(name.startswith("gpu_nvswitch_") and parsed[name] for name in parsed)
+
+
+def test_nvswitch_collector_off_watches_no_switch(runs: list[Run]) -> None:
+    fake = host()
+    fake.add_nvswitch(0, [0], switch_fields(0))
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert not any(name.startswith("gpu_nvswitch_") for name in parsed)
+    assert not any(name.endswith(("-switch0", "-ports0", "-sxid")) for name in fake.watches)
 
 
 # --- choosing the backend --------------------------------------------------------------------

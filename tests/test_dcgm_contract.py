@@ -116,6 +116,15 @@ def test_entities_are_gpus_and_well_parented(adapter: tuple[DcgmAdapter, str | N
             assert entity.parent in keys and entity.link is not None
 
 
+def test_link_states_name_every_link_entity(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    states = dcgm.link_states()
+    links = {(e.parent, e.link) for e in dcgm.entities() if e.group == FE_LINK}
+    assert {((group, owner), port) for group, owner, port in states} == links
+    assert set(states.values()) <= {1, 2, 3}, "disabled, down or up; unsupported ports are left out"
+    assert all(group in (FE_GPU, FE_SWITCH) for group, _, _ in states)
+
+
 def test_watched_fields_come_back_for_every_gpu_typed_or_blank(adapter: tuple[DcgmAdapter, str | None]) -> None:
     dcgm, _ = adapter
     ids = gpus(dcgm)
@@ -189,14 +198,16 @@ def test_unknown_group_and_bad_address_raise_typed_errors(adapter: tuple[DcgmAda
 def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole path with the real adapter (stub bindings underneath): values, MIG and Xids."""
     from gpu_exporter.backends.dcgm import DcgmBackend
-    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs, enabled_switch_specs
     from gpu_exporter.sampler import Sampler
     from tests.harness import samples, value
 
     _forget_bindings()
     monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
-    specs = enabled_specs(DEFAULT_COLLECTORS | {"profiling"})
-    sampler = Sampler(DcgmBackend(load_adapter, specs, 3600.0), specs, 3600.0, "stub", watch_events=True)
+    collectors = DEFAULT_COLLECTORS | {"profiling", "nvlink", "nvswitch"}
+    specs, switch_specs = enabled_specs(collectors), enabled_switch_specs(collectors)
+    backend = DcgmBackend(load_adapter, specs, 3600.0, switch_specs=switch_specs)
+    sampler = Sampler(backend, specs, 3600.0, "stub", watch_events=True, switch_specs=switch_specs)
     try:
         first = samples(sampler.run_cycle().rendered.text.decode())
         import dcgm_agent  # the stub engine, as the adapter imported it
@@ -213,3 +224,6 @@ def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: py
     assert value(first, "gpu_memory_used_bytes", gpu="1", gpu_instance="1", compute_instance="0") == 12 * 2**20
     assert value(first, "gpu_xid_errors_total", gpu="0", xid="79") == 0  # recorded before start
     assert value(second, "gpu_xid_errors_total", gpu="1", xid="43") == 1
+    # The stub's NVSwitch 0 has ports 0 and 3 up (dcgmGetNvLinkLinkStatus through the real ctypes structs).
+    assert value(first, "gpu_nvswitch_nvlink_up", nvswitch="0", nvlink="3") == 1
+    assert value(first, "gpu_nvswitch_sxid_errors_total", nvswitch="0", severity="fatal") == 0

@@ -25,8 +25,14 @@ from tests.dcgmfake import from_scenario, scenario_keys
 from tests.harness import SCENARIOS, VOLATILE, Labels, samples, start
 
 MIB = 1024 * 1024
-#: Metrics only one backend can give, by design (NVML counts processes; DCGM has no such field).
-NVML_ONLY = {"gpu_compute_processes", "gpu_idle_while_allocated_seconds_total"}
+#: Metrics only one backend can give, by design (NVML counts processes and per-link NVLink bytes;
+#: DCGM has no such field, only a whole-MB/s NVLink rate).
+NVML_ONLY = {
+    "gpu_compute_processes",
+    "gpu_idle_while_allocated_seconds_total",
+    "gpu_nvlink_transmit_bytes_total",
+    "gpu_nvlink_receive_bytes_total",
+}
 UNCOMPARED_LABELS = {"board_part_number"}
 
 
@@ -65,8 +71,8 @@ def comparable(text: str) -> dict[str, dict[Labels, float]]:
     return out
 
 
-def dcgm_exposition(text: str) -> str:
-    specs = enabled_specs(DEFAULT_COLLECTORS)
+def dcgm_exposition(text: str, collectors: frozenset[str] = DEFAULT_COLLECTORS) -> str:
+    specs = enabled_specs(collectors)
     fake = from_scenario(text)
     sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
     try:
@@ -75,17 +81,20 @@ def dcgm_exposition(text: str) -> str:
         sampler.stop()
 
 
-@pytest.mark.parametrize("scenario", ["h100x4.scn", "mig.scn"])
-def test_shared_metrics_have_the_same_exposition(fakenvml_dir: Path, tmp_path: Path, scenario: str) -> None:
+@pytest.mark.parametrize(("scenario", "extra"), [("h100x4.scn", ()), ("mig.scn", ()), ("h100x4.scn", ("nvlink",))])
+def test_shared_metrics_have_the_same_exposition(
+    fakenvml_dir: Path, tmp_path: Path, scenario: str, extra: tuple[str, ...]
+) -> None:
     text = whole_mib((SCENARIOS / scenario).read_text())
     path = tmp_path / scenario
     path.write_text(text)
-    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h")
+    flags = [f"--collector.{name}" for name in extra]
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h", *flags)
     try:
         nvml = comparable(exporter.metrics())
     finally:
         exporter.stop()
-    dcgm = comparable(dcgm_exposition(text))
+    dcgm = comparable(dcgm_exposition(text, DEFAULT_COLLECTORS | set(extra)))
     shared = set(nvml) & set(dcgm)
     # Not vacuous: every catalogue metric with both sources that NVML served is served by DCGM too.
     both = {spec.name for spec in METRICS if spec.nvml is not None and spec.dcgm is not None}
@@ -93,6 +102,9 @@ def test_shared_metrics_have_the_same_exposition(fakenvml_dir: Path, tmp_path: P
     assert set(nvml) - shared <= NVML_ONLY, sorted(set(nvml) - shared)
     assert set(dcgm) - shared == set(), sorted(set(dcgm) - shared)
     assert {"gpu_info", "gpu_up", "gpu_power_watts", "gpu_memory_used_bytes", "gpu_xid_errors_total"} <= shared
+    if "nvlink" in extra:
+        assert {"gpu_nvlink_up", "gpu_nvlink_errors_total"} <= shared
+        assert 0.0 in nvml["gpu_nvlink_up"].values(), "a down link is compared too"
     for name in sorted(shared):
         assert dcgm[name] == nvml[name], f"{name}: DCGM {dcgm[name]} != NVML {nvml[name]}"
     assert set(FIXED) >= {"gpu_info", "gpu_mig_info"}

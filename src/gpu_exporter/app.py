@@ -22,7 +22,7 @@ from starlette.routing import Route
 from gpu_exporter import __version__
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
-from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.catalogue import enabled_specs, enabled_switch_specs
 from gpu_exporter.compat import compat_renderer, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
@@ -57,8 +57,9 @@ def create_app(
                 plan(compat, specs, backend.name, watch_events, hostname, settings.hostname_label)
             )
         holder["sampler"] = running = Sampler(
-            backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer
-        )
+            backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
+            switch_specs=enabled_switch_specs(settings.collectors),
+        )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
         await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)

@@ -48,6 +48,7 @@ UNIT_SUFFIXES: tuple[str, ...] = (
     "_seconds_total",
     "_total",
     "_watts",
+    "_volts",
     "_info",
 )
 
@@ -76,11 +77,22 @@ class NvmlSource:
 class DcgmSource:
     """Where the DCGM backend reads a value: a numeric field id (names change between DCGM
     releases, numbers do not) and the factor from DCGM's unit to the base unit. A non-zero ``bit``
-    reads one flag of a bitmask field as 0 or 1."""
+    reads one flag of a bitmask field as 0 or 1. A per-link row names one field per link instead
+    (``links[n]`` is link n's field; ``field_id`` is link 0's). A ``call`` row is not a field at
+    all: the value comes from that DCGM call (``field_id`` is 0)."""
 
     field_id: int
     scale: Fraction = ONE
     bit: int = 0
+    links: tuple[int, ...] = ()
+    call: str = ""
+
+    @property
+    def fields(self) -> tuple[int, ...]:
+        """Every field id this source reads (none for a ``call`` source)."""
+        if self.call:
+            return ()
+        return self.links or (self.field_id,)
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,9 @@ class MetricSpec:
     ``compat_scale`` render the same sample under dcgm-exporter's name and unit. ``variant`` gives
     the extra labels of one series of a family that several rows share (e.g. ``reason``).
     ``maximum`` is the physical bound in base units above which a value is dropped as invalid.
-    ``per_link`` rows are read once per NVLink and carry an ``nvlink`` label.
+    ``per_link`` rows are read once per NVLink and carry an ``nvlink`` label. ``nvswitch`` rows
+    are about an NVSwitch (label ``nvswitch``) rather than a GPU; with ``per_link`` they are about
+    one of its ports.
     """
 
     name: str
@@ -112,6 +126,7 @@ class MetricSpec:
     variant: tuple[tuple[str, str], ...] = ()
     maximum: float | None = None
     per_link: bool = False
+    nvswitch: bool = False
 
     @property
     def key(self) -> str:
@@ -127,8 +142,15 @@ class MetricSpec:
         if self.nvml is not None:
             selector = f"({self.nvml.selector})" if self.nvml.selector and not self.variant else ""
             sources.append(f"NVML {self.nvml.call}{selector}")
-        if self.dcgm is not None and not self.variant:
+        if self.dcgm is not None and self.dcgm.call:
+            sources.append(f"DCGM {self.dcgm.call}")
+        elif self.dcgm is not None and self.dcgm.links and not self.variant:
+            sources.append(f"DCGM fields {_ranges(self.dcgm.links)} (links 0-{len(self.dcgm.links) - 1})")
+        elif self.dcgm is not None and not self.variant:
             sources.append(f"DCGM field {self.dcgm.field_id}")
+        elif self.dcgm is not None and self.name in _FAMILY_LINK_FIELDS:
+            per_type = (f"{_ranges(ids)} ({label})" for label, ids in _FAMILY_LINK_FIELDS[self.name])
+            sources.append("DCGM per-link fields " + "; ".join(per_type))
         elif self.dcgm is not None:
             sources.append("DCGM fields " + ", ".join(str(field) for field in _FAMILY_FIELDS.get(self.name, ())))
         if self.derived_from is not None:
@@ -158,6 +180,26 @@ VIOLATION_POLICIES: tuple[tuple[str, int, str], ...] = (
     ("low_utilization", 244, "DCGM_FI_DEV_LOW_UTIL_VIOLATION"),
     ("reliability", 245, "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
 )
+#: NVLink error type → DCGM's per-link field ids, link 0 to 17 (DCGM numbered links 6-11, 12-14 and 15-17
+#: in later blocks than 0-5; NVML's nvmlNvLinkErrorCounter_t DL_CRC_DATA, DL_REPLAY, DL_RECOVERY).
+NVLINK_ERROR_FIELDS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("crc_data", (*range(410, 416), *range(457, 463), *range(416, 419), *range(484, 487))),
+    ("replay", (*range(420, 426), *range(463, 469), *range(426, 429), *range(487, 490))),
+    ("recovery", (*range(430, 436), *range(469, 475), *range(436, 439), *range(491, 494))),
+)
+
+
+def _ranges(ids: tuple[int, ...]) -> str:
+    """``410-415, 457-462``: runs of consecutive field ids, in the given order."""
+    runs: list[list[int]] = []
+    for number in ids:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
 #: DCGM fields behind each family whose rows come from several fields (for the shared HELP text).
 _FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
     "gpu_clock_event_active": (112,),
@@ -165,12 +207,19 @@ _FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
     "gpu_ecc_errors_total": (310, 311, 312, 313),
     "gpu_remapped_rows_total": (393, 394),
     "gpu_retired_pages_total": (390, 391),
+    "gpu_nvswitch_power_watts": (705, 706, 707),
+    "gpu_nvswitch_nvlink_errors_total": tuple(range(782, 789)),
+}
+#: Per-link DCGM fields behind each per-link family with several rows, by the row's variant value.
+_FAMILY_LINK_FIELDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
+    "gpu_nvlink_errors_total": NVLINK_ERROR_FIELDS,
 }
 #: Physical upper bound per base unit; larger values are driver garbage and dropped as invalid.
 UNIT_MAXIMA: dict[str, float] = {
     "ratio": 1.0,
     "celsius": 200.0,
     "watts": 10_000.0,
+    "volts": 100.0,
     "joules": 1e15,
     "hertz": 1e10,
     "bytes": 1e15,
@@ -487,10 +536,12 @@ METRICS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
         maximum=1,
     ),
-    # NVLink, one series per link (collector off by default: up to 18 links per GPU)
+    # NVLink, one series per link (collector off by default: up to 18 links per GPU). DCGM has per-link
+    # error counters but only a rate for per-link traffic (whole MB/s), so the byte counters are NVML's only.
     MetricSpec(
-        "gpu_nvlink_up", "gauge", "", "1 while this NVLink is active", "nvlink",
-        NvmlSource("nvmlDeviceGetNvLinkState"), None, maximum=1, per_link=True,
+        "gpu_nvlink_up", "gauge", "", "1 while this NVLink is active, 0 while it is down or disabled", "nvlink",
+        NvmlSource("nvmlDeviceGetNvLinkState"), DcgmSource(0, call="dcgmGetNvLinkLinkStatus"), maximum=1,
+        per_link=True,
     ),
     MetricSpec(
         "gpu_nvlink_transmit_bytes_total", "counter", "bytes", "Data sent over this NVLink since the driver loaded",
@@ -505,9 +556,10 @@ METRICS: tuple[MetricSpec, ...] = (
             "gpu_nvlink_errors_total", "counter", "",
             "NVLink data-link errors on this link since the driver loaded, by type (crc_data: corrupted flits; "
             "replay: retransmissions; recovery: link retraining)", "nvlink",
-            NvmlSource("nvmlDeviceGetNvLinkErrorCounter", kind), None, variant=(("type", kind),), per_link=True,
+            NvmlSource("nvmlDeviceGetNvLinkErrorCounter", kind), DcgmSource(fields[0], links=fields),
+            variant=(("type", kind),), per_link=True,
         )
-        for kind in ("crc_data", "replay", "recovery")
+        for kind, fields in NVLINK_ERROR_FIELDS
     ),
     # ---- BEGIN DCGM-only profiling (DCP) metrics (issue 4) ------------------------------------------------
     # Collector "profiling" (off by default: the profiling counters are one lock per GPU, shared with Nsight
@@ -587,6 +639,123 @@ FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
 def bound(spec: MetricSpec) -> float | None:
     """The largest plausible value of ``spec`` in base units (its own maximum, else its unit's)."""
     return spec.maximum if spec.maximum is not None else UNIT_MAXIMA.get(spec.unit)
+
+
+#: NVSwitch port error counter type → DCGM field (per port entity; DCGM reads them from the switch driver).
+NVSWITCH_PORT_ERRORS: tuple[tuple[str, int], ...] = (
+    ("fatal", 782),
+    ("non_fatal", 783),
+    ("replay", 784),
+    ("recovery", 785),
+    ("flit", 786),
+    ("crc", 787),
+    ("ecc", 788),
+)
+
+#: NVSwitch metrics (collector ``nvswitch``, DCGM only: NVML cannot see the switches). Series carry the
+#: ``nvswitch`` label (DCGM's switch id, see gpu_nvswitch_info), port series also ``nvlink`` (the port).
+#: Switch traffic counters are left out: DCGM documents no unit for them and reads 0 on H100 systems.
+SWITCH_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "gpu_nvswitch_temperature_celsius",
+        "gauge",
+        "celsius",
+        "NVSwitch die temperature",
+        "nvswitch",
+        None,
+        DcgmSource(858),
+        nvswitch=True,
+    ),
+    MetricSpec(
+        "gpu_nvswitch_temperature_slowdown_threshold_celsius",
+        "gauge",
+        "celsius",
+        "NVSwitch temperature at which the switch slows its links down",
+        "nvswitch",
+        None,
+        DcgmSource(859),
+        every=STATIC,
+        nvswitch=True,
+    ),
+    MetricSpec(
+        "gpu_nvswitch_temperature_shutdown_threshold_celsius",
+        "gauge",
+        "celsius",
+        "NVSwitch temperature at which the switch shuts down",
+        "nvswitch",
+        None,
+        DcgmSource(860),
+        every=STATIC,
+        nvswitch=True,
+    ),
+    *(
+        MetricSpec(
+            "gpu_nvswitch_power_watts",
+            "gauge",
+            "watts",
+            "NVSwitch power draw by supply rail",
+            "nvswitch",
+            None,
+            DcgmSource(field_id),
+            variant=(("rail", rail),),
+            nvswitch=True,
+        )
+        for rail, field_id in (("vdd", 705), ("dvdd", 706), ("hvdd", 707))
+    ),
+    MetricSpec(
+        "gpu_nvswitch_voltage_volts",
+        "gauge",
+        "volts",
+        "NVSwitch core supply voltage",
+        "nvswitch",
+        None,
+        DcgmSource(701, _MILLI),
+        nvswitch=True,
+    ),
+    MetricSpec(
+        "gpu_nvswitch_reset_required",
+        "gauge",
+        "",
+        "1 when the NVSwitch needs a reset (after a fatal error)",
+        "nvswitch",
+        None,
+        DcgmSource(864),
+        maximum=1,
+        nvswitch=True,
+    ),
+    MetricSpec(
+        "gpu_nvswitch_nvlink_up",
+        "gauge",
+        "",
+        "1 while this NVSwitch port's NVLink is active, 0 while it is down or disabled",
+        "nvswitch",
+        None,
+        DcgmSource(0, call="dcgmGetNvLinkLinkStatus"),
+        maximum=1,
+        per_link=True,
+        nvswitch=True,
+    ),
+    *(
+        MetricSpec(
+            "gpu_nvswitch_nvlink_errors_total",
+            "counter",
+            "",
+            "Errors on this NVSwitch port since the switch driver loaded, by type (fatal, non_fatal, replay: "
+            "retransmissions, recovery: link retraining, flit, crc, ecc)",
+            "nvswitch",
+            None,
+            DcgmSource(field_id),
+            variant=(("type", kind),),
+            per_link=True,
+            nvswitch=True,
+        )
+        for kind, field_id in NVSWITCH_PORT_ERRORS
+    ),
+)
+#: DCGM fields of each NVSwitch's identity (gpu_nvswitch_info): UUID, physical id, PCI domain/bus/device/function.
+NVSWITCH_IDENTITY_FIELDS: tuple[int, ...] = (878, 863, 866, 867, 868, 869)
+#: DCGM fields whose every recorded value is one SXid (the value is the SXid number), by severity.
+NVSWITCH_SXID_FIELDS: tuple[tuple[str, int], ...] = (("fatal", 856), ("non_fatal", 857))
 
 
 @dataclass(frozen=True)
@@ -702,7 +871,27 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "1 while a GPU's read has not returned within one interval (a hung driver call).",
     ),
 )
-FIXED: dict[str, FixedMetric] = {metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SELF_METRICS)}
+#: NVSwitch identity and SXid counts (collector ``nvswitch``, DCGM only).
+SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_nvswitch_info",
+        "gauge",
+        "",
+        ("nvswitch", "uuid", "pci_bus_id", "physical_id"),
+        "Identity of each NVSwitch; value is always 1. Source: DCGM fields 878, 866-869, 863.",
+    ),
+    FixedMetric(
+        "gpu_nvswitch_sxid_errors_total",
+        "counter",
+        "",
+        ("nvswitch", "severity"),
+        "SXid errors (NVSwitch errors) recorded since the exporter started, by severity (fatal needs a switch "
+        "or node reset). Source: DCGM fields 856 (fatal), 857 (non_fatal), every recorded value.",
+    ),
+)
+FIXED: dict[str, FixedMetric] = {
+    metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
+}
 
 
 @dataclass(frozen=True)
@@ -740,9 +929,9 @@ XID_CODES: dict[int, Xid] = {
 }
 
 #: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
-COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in METRICS), "xid")
+COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in (*METRICS, *SWITCH_METRICS)), "xid")
 #: Collectors that are off unless enabled: expensive, or needing exclusive access to the GPU.
-DEFAULT_OFF: frozenset[str] = frozenset({"profiling", "nvlink"})
+DEFAULT_OFF: frozenset[str] = frozenset({"profiling", "nvlink", "nvswitch"})
 DEFAULT_COLLECTORS: frozenset[str] = frozenset(COLLECTORS) - DEFAULT_OFF
 
 
@@ -753,5 +942,10 @@ def scaled(raw: float, scale: Fraction) -> float:
 
 
 def enabled_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
-    """The catalogue rows whose collector is enabled, in table order."""
+    """The GPU catalogue rows whose collector is enabled, in table order."""
     return tuple(spec for spec in METRICS if spec.collector in collectors)
+
+
+def enabled_switch_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
+    """The NVSwitch rows whose collector is enabled, in table order."""
+    return tuple(spec for spec in SWITCH_METRICS if spec.collector in collectors)

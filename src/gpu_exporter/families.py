@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from gpu_exporter.backends.base import HostIdentity, XidTally
+from gpu_exporter.backends.base import HostIdentity, SwitchReading, XidTally
 from gpu_exporter.catalogue import FIXED, LINK_LABEL, MIG_LABELS, XID_CODES, MetricSpec
 from gpu_exporter.snapshot import DeviceView, SelfStats
 
@@ -100,6 +100,29 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
         for kind in ("single_bit", "double_bit"):
             _add(ecc, {**base, "type": kind}, tally.ecc.get(kind, 0))
     return [xids, last, ecc]
+
+
+def switch_families(specs: Sequence[MetricSpec], switches: Sequence[SwitchReading]) -> list[Metric]:
+    """``gpu_nvswitch_info``, one family per NVSwitch spec (port specs once per port, labelled
+    ``nvlink``), and the SXid counters (both severities start at 0 on every switch)."""
+    info, sxid = _fixed("gpu_nvswitch_info"), _fixed("gpu_nvswitch_sxid_errors_total")
+    by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
+    for switch in switches:
+        base = {"nvswitch": str(switch.switch)}
+        _labelled("gpu_nvswitch_info", (base["nvswitch"], switch.uuid, switch.pci_bus_id, switch.physical_id), 1, info)
+        for spec in specs:
+            if not spec.per_link:
+                value = switch.values.get(spec.key)
+                if value is not None:
+                    _add(by_name[spec.name], {**base, **dict(spec.variant)}, value)
+                continue
+            for port in switch.ports:
+                value = switch.port_values.get(port, {}).get(spec.key)
+                if value is not None:
+                    _add(by_name[spec.name], {**base, LINK_LABEL: str(port), **dict(spec.variant)}, value)
+        for severity in sorted(switch.sxid):
+            _add(sxid, {**base, "severity": severity}, switch.sxid[severity])
+    return [info, *by_name.values(), sxid]
 
 
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:

@@ -23,10 +23,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
-from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, XidTally
+from gpu_exporter.backends.base import (
+    Backend,
+    BackendUnavailable,
+    DeviceIdentity,
+    HostIdentity,
+    SwitchReading,
+    XidTally,
+)
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, MetricSpec
 from gpu_exporter.exposition import render
-from gpu_exporter.families import device_families, self_families
+from gpu_exporter.families import device_families, self_families, switch_families
 from gpu_exporter.snapshot import DeviceView, Frame, Rendered, SelfStats, Snapshot
 from gpu_exporter.worker import DeviceWorker, Result
 
@@ -96,6 +103,7 @@ class Sampler:
         renderer: Renderer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        switch_specs: Sequence[MetricSpec] = (),
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
@@ -104,7 +112,7 @@ class Sampler:
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events
-        self._render = renderer or native_renderer(self._specs)
+        self._render = renderer or native_renderer(self._specs, tuple(switch_specs))
         self._clock = clock
         self._wall = wall_clock
         self._done = threading.Condition()
@@ -181,7 +189,8 @@ class Sampler:
         if any(view.up and view.values for view in views):
             self._last_success = self._wall()
         events = self._backend.events() if self._open else {}
-        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views, events=events)
+        switches = self._backend.switches() if self._open else ()
+        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views, events=events, switches=switches)
         self.snapshot = snapshot  # the single reference swap scrapes read
         return snapshot
 
@@ -331,7 +340,11 @@ class Sampler:
         state.integrated_at = at
 
     def _build(
-        self, cycle_seconds: float | None, devices: Sequence[DeviceView], events: dict[str, XidTally]
+        self,
+        cycle_seconds: float | None,
+        devices: Sequence[DeviceView],
+        events: dict[str, XidTally],
+        switches: tuple[SwitchReading, ...] = (),
     ) -> Snapshot:
         stats = SelfStats(
             version=__version__,
@@ -354,16 +367,19 @@ class Sampler:
             },
             stats=stats,
             wall_time=self._wall(),
+            switches=switches,
         )
         return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame))
 
 
-def native_renderer(specs: Sequence[MetricSpec]) -> Renderer:
-    """Render frames under gpu-exporter's own names, in both exposition formats."""
+def native_renderer(specs: Sequence[MetricSpec], switch_specs: Sequence[MetricSpec] = ()) -> Renderer:
+    """Render frames under gpu-exporter's own names, in both exposition formats (NVSwitch families
+    only when ``switch_specs`` is not empty, i.e. the nvswitch collector is on)."""
 
     def render_native(frame: Frame) -> Rendered:
         families = [
             *device_families(specs, frame.host, frame.devices, frame.events),
+            *(switch_families(switch_specs, frame.switches) if switch_specs else ()),
             *self_families(frame.stats, frame.devices),
         ]
         return render(families)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, XidTally
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, SwitchReading, XidTally
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class SelfStats:
 class Frame:
     """Everything one cycle renders: host and device views, event counts by GPU uuid (None when
     the xid collector is off), clock-event activations by uuid and reason (Unix seconds, recent
-    ones only), the self-state, and the cycle's wall time (Unix seconds)."""
+    ones only), the self-state, the cycle's wall time (Unix seconds), and the NVSwitches the backend
+    read (DCGM only)."""
 
     host: HostIdentity
     devices: tuple[DeviceView, ...]
@@ -57,6 +58,7 @@ class Frame:
     clock_activations: Mapping[str, Mapping[str, tuple[float, ...]]]
     stats: SelfStats
     wall_time: float
+    switches: tuple[SwitchReading, ...] = ()
 
 
 @dataclass(frozen=True)

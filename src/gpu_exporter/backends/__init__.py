@@ -26,10 +26,14 @@ def select(settings: Settings) -> tuple[Backend, str]:
         return NvmlBackend(), "requested"
     from gpu_exporter.backends.dcgm import DcgmBackend, DcgmUnusable
     from gpu_exporter.backends.dcgm.adapter import load_adapter
-    from gpu_exporter.catalogue import enabled_specs
+    from gpu_exporter.catalogue import enabled_specs, enabled_switch_specs
 
     backend = DcgmBackend(
-        load_adapter, enabled_specs(settings.collectors), settings.collect_interval, settings.dcgm_address
+        load_adapter,
+        enabled_specs(settings.collectors),
+        settings.collect_interval,
+        settings.dcgm_address,
+        switch_specs=enabled_switch_specs(settings.collectors),
     )
     try:
         mode, gpus = backend.probe()

@@ -82,6 +82,22 @@ class DeviceReading:
 
 
 @dataclass(frozen=True)
+class SwitchReading:
+    """One NVSwitch as the last cycle saw it (DCGM only): ``switch`` is DCGM's switch id, ``ports``
+    the NVLink ports the switch reports a state for, ``values`` and ``port_values`` samples in base
+    units keyed like :class:`DeviceReading`'s, ``sxid`` SXid counts by severity since start."""
+
+    switch: int
+    uuid: str = ""
+    pci_bus_id: str = ""
+    physical_id: str = ""
+    ports: tuple[int, ...] = ()
+    values: dict[str, float] = field(default_factory=dict)
+    port_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    sxid: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class XidTally:
     """Events counted for one GPU since start: Xid codes, ECC events by type, the last Xid and its
     time, and the recent Xids as (Unix seconds, code), oldest first, for windowed counts."""
@@ -111,6 +127,10 @@ class Backend(Protocol):
 
     def events(self) -> dict[str, XidTally]:
         """Event counts so far, by GPU uuid (empty when events are not watched)."""
+
+    def switches(self) -> tuple[SwitchReading, ...]:
+        """NVSwitches as the latest cycle read them; empty when not watched, stale or unknown to the
+        backend. Never calls the vendor library (it runs on the sampler's thread)."""
 
     def close(self) -> None:
         """Release the vendor library; safe to call when not open."""

@@ -30,7 +30,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU_CI,
     FE_LINK,
     FE_SWITCH,
-    LINK_STATE_UP,
+    LINK_STATE_NOT_SUPPORTED,
     ST_CONNECTION_NOT_VALID,
     ST_FIELD_UNSUPPORTED_BY_API,
     ST_GPU_NOT_SUPPORTED,
@@ -133,7 +133,11 @@ class DcgmAdapter(Protocol):
 
     def entities(self) -> list[Entity]:
         """GPUs, MIG GPU and compute instances (with NVML's instance ids), NVSwitches, and the
-        NVLinks that are up."""
+        NVLink ports of GPUs and NVSwitches that exist (up, down or disabled)."""
+
+    def link_states(self) -> dict[tuple[int, int, int], int]:
+        """NVLink port states now, by (owner group, owner id, port): DCGM's link state (1 disabled,
+        2 down, 3 up); ports that do not exist are left out."""
 
     def remove_stale(self, prefix: str) -> int:
         """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
@@ -345,19 +349,23 @@ class PydcgmAdapter:
             )
         switches = self._optional("dcgmGetEntityGroupEntities", FE_SWITCH, 0) or []
         found += [Entity(FE_SWITCH, int(switch)) for switch in switches]
-        status = self._optional("dcgmGetNvLinkLinkStatus")
-        if status is not None:
-            # The struct's version differs by release (link arrays of 6 to 36 per GPU); len() adapts.
-            owner_lists = ((status.gpus, status.numGpus, FE_GPU), (status.nvSwitches, status.numNvSwitches, FE_SWITCH))
-            for owners, count, group in owner_lists:
-                for owner in owners[: int(count)]:
-                    for port, state in enumerate(owner.linkState):
-                        if int(state) == LINK_STATE_UP:
-                            parent = int(owner.entityId)
-                            found.append(
-                                Entity(FE_LINK, link_entity_id(group, parent, port), (group, parent), link=port)
-                            )
+        for group, parent, port in self.link_states():
+            found.append(Entity(FE_LINK, link_entity_id(group, parent, port), (group, parent), link=port))
         return found
+
+    def link_states(self) -> dict[tuple[int, int, int], int]:
+        status = self._optional("dcgmGetNvLinkLinkStatus")
+        states: dict[tuple[int, int, int], int] = {}
+        if status is None:
+            return states
+        # The struct's version differs by release (link arrays of 6 to 36 per GPU); len() adapts.
+        owner_lists = ((status.gpus, status.numGpus, FE_GPU), (status.nvSwitches, status.numNvSwitches, FE_SWITCH))
+        for owners, count, group in owner_lists:
+            for owner in owners[: int(count)]:
+                for port, state in enumerate(owner.linkState):
+                    if int(state) != LINK_STATE_NOT_SUPPORTED:
+                        states[(group, int(owner.entityId), port)] = int(state)
+        return states
 
     # groups and watches ----------------------------------------------------------------------
     def remove_stale(self, prefix: str) -> int:

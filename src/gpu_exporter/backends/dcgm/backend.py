@@ -43,6 +43,7 @@ from gpu_exporter.backends.base import (
     DeviceLost,
     DeviceReading,
     HostIdentity,
+    SwitchReading,
     XidTally,
     tally,
 )
@@ -55,7 +56,7 @@ from gpu_exporter.backends.dcgm.adapter import (
     DcgmProfilingInUse,
     DcgmUnavailable,
 )
-from gpu_exporter.backends.dcgm.topology import Topology, build, layout
+from gpu_exporter.backends.dcgm.topology import Topology, build, layout, text
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -65,6 +66,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_FIRST_PROFILING,
     FI_XID_ERRORS,
     IDENTITY_FIELDS,
+    LINK_STATE_UP,
     MAX_FIELDS_PER_GROUP,
     ST_GPU_IS_LOST,
     ST_IN_USE,
@@ -76,9 +78,15 @@ from gpu_exporter.backends.dcgm.values import (
     Entity,
     FieldValue,
     decode,
+    link_entity_id,
 )
 from gpu_exporter.backends.dcgm.xids import XidCounter
-from gpu_exporter.catalogue import MetricSpec, scaled
+from gpu_exporter.catalogue import (
+    NVSWITCH_IDENTITY_FIELDS,
+    NVSWITCH_SXID_FIELDS,
+    MetricSpec,
+    scaled,
+)
 from gpu_exporter.sanity import drop_inconsistent, store
 
 log = logging.getLogger(__name__)
@@ -124,6 +132,33 @@ def _is_profiling(spec: MetricSpec) -> bool:
     return spec.dcgm is not None and spec.dcgm.field_id >= FI_FIRST_PROFILING
 
 
+def _is_call(spec: MetricSpec) -> bool:
+    return spec.dcgm is not None and bool(spec.dcgm.call)
+
+
+def _fields(specs: Iterable[MetricSpec]) -> list[int]:
+    """The field ids of ``specs`` that are plain fields (not per-link lists, not calls), sorted."""
+    return sorted({s.dcgm.field_id for s in specs if s.dcgm is not None and not s.dcgm.call and not s.dcgm.links})
+
+
+def _port_samples(samples: dict[int, FieldValue], specs: Iterable[MetricSpec], port: int) -> dict[int, FieldValue]:
+    """Link ``port``'s samples of per-link specs, keyed by each spec's ``field_id`` (link 0's field)."""
+    out = {}
+    for spec in specs:
+        if spec.dcgm is not None and port < len(spec.dcgm.links) and spec.dcgm.links[port] in samples:
+            out[spec.dcgm.field_id] = samples[spec.dcgm.links[port]]
+    return out
+
+
+def _pci_bus_id(values: dict[int, int | float | str]) -> str:
+    """``00000000:05:00.0`` from the NVSwitch PCI domain, bus, device and function fields (866-869)."""
+    parts = [values.get(field_id) for field_id in (866, 867, 868, 869)]
+    if not all(isinstance(part, int) for part in parts):
+        return ""
+    domain, bus, device, function = (int(part) for part in parts)  # type: ignore[arg-type]
+    return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
+
+
 def _chunks(fields: Sequence[int]) -> list[tuple[int, ...]]:
     return [tuple(fields[i : i + MAX_FIELDS_PER_GROUP]) for i in range(0, len(fields), MAX_FIELDS_PER_GROUP)]
 
@@ -151,10 +186,14 @@ class DcgmBackend:
         interval: float,
         address: str = "",
         clock: Callable[[], float] = time.monotonic,
+        switch_specs: Sequence[MetricSpec] = (),
     ) -> None:
         self._factory = adapter_factory
         self._adapter: DcgmAdapter | None = None
         self._specs = tuple(spec for spec in specs if spec.dcgm is not None)
+        self._switch_specs = tuple(spec for spec in switch_specs if spec.dcgm is not None)
+        #: Link states are read every cycle only when some metric needs them.
+        self._wants_links = any(spec.per_link for spec in (*self._specs, *self._switch_specs))
         self._interval = interval
         self._targets: list[str | None] = [address] if address else [DEFAULT_STANDALONE, None]
         self._clock = clock
@@ -169,6 +208,11 @@ class DcgmBackend:
         self._serial = 0  # numbers profiling groups, whose names must be unique per connection
         self._xid_group = ""
         self._since: int | None = None
+        self._sxid_group = ""
+        self._sxid_since: int | None = None
+        self._sxids: dict[int, dict[str, int]] = {}  # switch id → severity → SXids since start
+        self._link_states: dict[tuple[int, int, int], int] = {}
+        self._switch_readings: tuple[float, tuple[SwitchReading, ...]] = (0.0, ())
         self._profiling = _Profiling()
         self._cache: dict[tuple[int, int], dict[int, FieldValue]] | None = None
         self._cache_cycle = -1
@@ -234,6 +278,7 @@ class DcgmBackend:
             log.error("DCGM connection lost (%s): %s; reconnecting with backoff", self.mode, err)
         self._connected = False
         self._cache = None
+        self._switch_readings = (0.0, ())
         if self._adapter is not None:
             self._adapter.disconnect()
 
@@ -262,9 +307,8 @@ class DcgmBackend:
                 raise BackendUnavailable(f"dcgm_{err.kind}", f"setting up DCGM watches failed: {err}") from err
             topology = self._topology
             log.info(
-                "DCGM (%s): %d GPU(s), %d MIG compute instance(s), %d NVSwitch(es), %d NVLink(s) up; NVSwitch and "
-                "per-link metrics are not exported yet", self.mode, len(topology.gpus), len(topology.migs),
-                sum(1 for e in topology.entities if e.group == FE_SWITCH),
+                "DCGM (%s): %d GPU(s), %d MIG compute instance(s), %d NVSwitch(es), %d NVLink port(s)", self.mode,
+                len(topology.gpus), len(topology.migs), len(topology.switches),
                 sum(1 for e in topology.entities if e.group == FE_LINK),
             )  # fmt: skip
             return topology.host, topology.devices
@@ -289,10 +333,10 @@ class DcgmBackend:
     def _rebuild(self, entities: Sequence[Entity]) -> None:
         """Drop our watches, read identities for ``entities``, and watch what the specs need."""
         adapter = self._adapter_now()
-        for name in (*self._latest_groups, self._xid_group, self._group("identity")):
+        for name in (*self._latest_groups, self._xid_group, self._sxid_group, self._group("identity")):
             if name:
                 adapter.unwatch(name)
-        self._latest_groups, self._prof_groups, self._xid_group = [], {}, ""
+        self._latest_groups, self._prof_groups, self._xid_group, self._sxid_group = [], {}, "", ""
         self._profiling = _Profiling()
         self._cache = None
         self._topology = self._identify(adapter, entities)
@@ -337,9 +381,29 @@ class DcgmBackend:
         if not gpus:
             return
         update_us = int(self._interval * 1e6)
-        plain = sorted({s.dcgm.field_id for s in self._specs if s.dcgm is not None and not _is_profiling(s)})
-        mig = sorted({s.dcgm.field_id for s in self._specs if s.dcgm is not None and s.mig and not _is_profiling(s)})
-        for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
+        plain = _fields(s for s in self._specs if not _is_profiling(s))
+        mig = _fields(s for s in self._specs if s.mig and not _is_profiling(s))
+        # Per-link fields: one id per link, watched for the ports the GPUs have.
+        linked = [(FE_GPU, gpu) for gpu in topology.gpus.values() if topology.ports(FE_GPU, gpu)]
+        ports = {e.link for gpu in topology.gpus.values() for e in topology.ports(FE_GPU, gpu) if e.link is not None}
+        per_link = sorted(
+            {
+                s.dcgm.links[port]
+                for s in self._specs
+                if s.dcgm is not None
+                for port in ports
+                if port < len(s.dcgm.links)
+            }
+        )
+        switches = [(FE_SWITCH, switch) for switch in topology.switches]
+        switch_fields = _fields(s for s in self._switch_specs if not s.per_link)
+        switch_fields = sorted({*switch_fields, *NVSWITCH_IDENTITY_FIELDS}) if self._switch_specs else []
+        switch_ports = [e.key for switch in topology.switches for e in topology.ports(FE_SWITCH, switch)]
+        port_fields = _fields(s for s in self._switch_specs if s.per_link)
+        for need, entities, fields in (
+            ("gpu", gpus, plain), ("mig", computes, mig), ("links", linked, per_link),
+            ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
+        ):  # fmt: skip
             for number, chunk in enumerate(_chunks(fields)):
                 if entities:
                     name = self._group(f"{need}{number}")
@@ -354,6 +418,12 @@ class DcgmBackend:
             if self._since is None:
                 # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
                 _, self._since = adapter.since(self._xid_group, 0)
+        if self._switch_specs and switches:
+            self._sxid_group = self._group("sxid")
+            sxid_fields = [field_id for _, field_id in NVSWITCH_SXID_FIELDS]
+            adapter.watch(self._sxid_group, switches, sxid_fields, update_us, max(10 * self._interval, 60.0))
+            if self._sxid_since is None:
+                _, self._sxid_since = adapter.since(self._sxid_group, 0)
         self._update_all(adapter)
 
     def _watch_profiling(self, adapter: DcgmAdapter) -> None:
@@ -451,9 +521,10 @@ class DcgmBackend:
         return next((d for d in self._topology.devices if d.uuid == uuid), DeviceIdentity(index=-1, uuid=uuid))
 
     # reads -----------------------------------------------------------------------------------
-    def _latest(self, cycle: int, errors: dict[str, int]) -> dict[tuple[int, int], dict[int, FieldValue]]:
+    def _latest(self, cycle: int, reading: DeviceReading) -> dict[tuple[int, int], dict[int, FieldValue]]:
         """This cycle's latest values of every watched group, fetched by the first read of the
-        cycle and shared by the others. Raises DeviceLost when the connection is gone."""
+        cycle and shared by the others (which also refreshes NVLink states, SXid counts and the
+        NVSwitch readings). Raises DeviceLost when the connection is gone."""
         with self._lock:
             if self._cache is not None and self._cache_cycle >= cycle:
                 return self._cache
@@ -467,15 +538,94 @@ class DcgmBackend:
                     except DcgmConnectionLost:
                         raise
                     except DcgmError as err:
-                        self._group_failed(adapter, name, err, errors)
+                        self._group_failed(adapter, name, err, reading.errors)
                         continue
                     for sample in samples:
                         merged.setdefault((sample.group, sample.entity), {})[sample.field_id] = sample
+                if self._wants_links:
+                    self._link_states = self._read_link_states(adapter, reading.errors)
+                self._count_sxids(adapter, reading.errors)
             except DcgmConnectionLost as err:
                 self._lost(err)
                 raise DeviceLost(f"DCGM connection lost: {err}") from err
             self._cache, self._cache_cycle = merged, cycle
+            if self._switch_specs:
+                switches = tuple(
+                    self._read_switch(switch, merged, cycle, reading) for switch in self._topology.switches
+                )
+                self._switch_readings = (self._clock(), switches)
             return merged
+
+    def _read_link_states(self, adapter: DcgmAdapter, errors: dict[str, int]) -> dict[tuple[int, int, int], int]:
+        """``dcgmGetNvLinkLinkStatus`` now; on failure (other than a lost connection) no states."""
+        try:
+            return adapter.link_states()
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            tally(errors, err.kind)
+            log.debug("dcgmGetNvLinkLinkStatus: %s", err)
+            return {}
+
+    def _count_sxids(self, adapter: DcgmAdapter, errors: dict[str, int]) -> None:
+        """Add every SXid value DCGM recorded since the previous read to the per-switch counts."""
+        if not self._sxid_group or self._sxid_since is None:
+            return
+        try:
+            samples, self._sxid_since = adapter.since(self._sxid_group, self._sxid_since)
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            tally(errors, err.kind)
+            return
+        severity = {field_id: name for name, field_id in NVSWITCH_SXID_FIELDS}
+        for sample in samples:
+            code = decode(sample)
+            if sample.group != FE_SWITCH or sample.field_id not in severity or not isinstance(code, int):
+                continue
+            counts = self._sxids.setdefault(sample.entity, {})
+            counts[severity[sample.field_id]] = counts.get(severity[sample.field_id], 0) + 1
+            log.warning("NVSwitch %d: %s SXid %d", sample.entity, severity[sample.field_id], code)
+
+    def _read_switch(
+        self, switch: int, latest: dict[tuple[int, int], dict[int, FieldValue]], cycle: int, reading: DeviceReading
+    ) -> SwitchReading:
+        """One NVSwitch's identity, values, ports and SXid counts from this cycle's values."""
+        samples = latest.get((FE_SWITCH, switch), {})
+        identity: dict[int, int | float | str] = {}
+        for field_id in NVSWITCH_IDENTITY_FIELDS:
+            decoded = decode(samples[field_id]) if field_id in samples else Blank("blank")
+            if not isinstance(decoded, Blank):
+                identity[field_id] = decoded
+        due = [spec for spec in self._switch_specs if cycle % spec.every == 0]
+        values: dict[str, float] = {}
+        self._fill(values, f"nvswitch{switch}", samples, [s for s in due if not s.per_link], reading)
+        port_specs = [spec for spec in due if spec.per_link]
+        ports = tuple(e.link for e in self._topology.ports(FE_SWITCH, switch) if e.link is not None)
+        port_values: dict[int, dict[str, float]] = {}
+        for port in ports:
+            own: dict[str, float] = {}
+            port_samples = latest.get((FE_LINK, link_entity_id(FE_SWITCH, switch, port)), {})
+            self._fill(
+                own, f"nvswitch{switch}/port{port}", port_samples, [s for s in port_specs if not _is_call(s)], reading
+            )
+            self._fill_states(own, (FE_SWITCH, switch, port), port_specs)
+            port_values[port] = own
+        sxid = {name: self._sxids.get(switch, {}).get(name, 0) for name, _ in NVSWITCH_SXID_FIELDS}
+        return SwitchReading(
+            switch, uuid=text(identity.get(878)), pci_bus_id=_pci_bus_id(identity), physical_id=text(identity.get(863)),
+            ports=ports, values=values, port_values=port_values, sxid=sxid,
+        )  # fmt: skip
+
+    def _fill_states(self, out: dict[str, float], port: tuple[int, int, int], specs: Iterable[MetricSpec]) -> None:
+        """The link-state specs of one port: 1 while DCGM says up, 0 while down or disabled, absent
+        when the state is unknown (the status call failed)."""
+        state = self._link_states.get(port)
+        if state is None:
+            return
+        for spec in specs:
+            if _is_call(spec):
+                out[spec.key] = 1.0 if state == LINK_STATE_UP else 0.0
 
     def _group_failed(self, adapter: DcgmAdapter, name: str, err: DcgmError, errors: dict[str, int]) -> None:
         gpus = self._prof_groups.get(name)
@@ -496,7 +646,7 @@ class DcgmBackend:
         """Every due spec of one GPU and the per-instance specs of its MIG devices, from this
         cycle's latest values."""
         reading = DeviceReading()
-        latest = self._latest(cycle, reading.errors)
+        latest = self._latest(cycle, reading)
         with self._lock:
             topology, profiling = self._topology, self._profiling
         gpu = topology.gpus.get(device.uuid)
@@ -511,7 +661,16 @@ class DcgmBackend:
             tally(reading.errors, failing)
         supported = profiling.supported.get(gpu, frozenset()) if failing is None else frozenset()
         usable = [spec for spec in due if not _is_profiling(spec) or (spec.dcgm and spec.dcgm.field_id in supported)]
-        self._fill(reading.values, device.uuid, samples, usable, reading)
+        self._fill(reading.values, device.uuid, samples, [spec for spec in usable if not spec.per_link], reading)
+        link_specs = [spec for spec in usable if spec.per_link]
+        for port in device.nvlinks if link_specs else ():
+            own: dict[str, float] = {}
+            port_specs = [spec for spec in link_specs if not _is_call(spec)]
+            self._fill(
+                own, f"{device.uuid}/nvlink{port}", _port_samples(samples, port_specs, port), port_specs, reading
+            )
+            self._fill_states(own, (FE_GPU, gpu, port), link_specs)
+            reading.link_values[port] = own
         mig_specs = [spec for spec in usable if spec.mig]
         for slot, mig in enumerate(device.migs):
             compute = topology.migs.get((device.uuid, slot))
@@ -567,7 +726,15 @@ class DcgmBackend:
         else:
             tally(errors, blank.why)
 
-    # events ----------------------------------------------------------------------------------
+    # NVSwitches and events -------------------------------------------------------------------
+    def switches(self) -> tuple[SwitchReading, ...]:
+        """The NVSwitches as the latest cycle read them; none once that is older than the freshness
+        limit (three intervals), so a stalled engine shows absence rather than old values."""
+        read_at, readings = self._switch_readings
+        if self._clock() - read_at > 3 * self._interval:
+            return ()
+        return readings
+
     def events(self) -> dict[str, XidTally]:
         """Xid counts by GPU uuid, from every value of field 230 DCGM recorded since the last call
         (on the GPU or any of its MIG instances). Never raises: a lost connection only stops
@@ -592,4 +759,5 @@ class DcgmBackend:
                 self._adapter.disconnect()
             self._connected = False
             self._cache = None
-            self._latest_groups, self._prof_groups, self._xid_group = [], {}, ""
+            self._latest_groups, self._prof_groups, self._xid_group, self._sxid_group = [], {}, "", ""
+            self._switch_readings = (0.0, ())

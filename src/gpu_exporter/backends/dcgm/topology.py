@@ -15,6 +15,8 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_GPU_I,
+    FE_LINK,
+    FE_SWITCH,
     FI_CUDA_DRIVER_VERSION,
     FI_DRIVER_VERSION,
     FI_MIG_MODE,
@@ -45,13 +47,24 @@ class Topology:
     entities: tuple[Entity, ...] = ()
 
     @property
+    def switches(self) -> tuple[int, ...]:
+        """DCGM ids of the NVSwitches."""
+        return tuple(e.id for e in self.entities if e.group == FE_SWITCH)
+
+    def ports(self, group: int, owner: int) -> tuple[Entity, ...]:
+        """The NVLink port entities of one GPU or NVSwitch, by port number."""
+        links = (e for e in self.entities if e.group == FE_LINK and e.parent == (group, owner))
+        return tuple(sorted(links, key=lambda e: e.link or 0))
+
+    @property
     def layout(self) -> frozenset[tuple[int, int, tuple[int, int] | None]]:
-        """GPUs and MIG instances with their parents: a change means identities and watches are stale."""
+        """GPUs, MIG instances, NVSwitches and NVLink ports with their parents: a change means
+        identities and watches are stale (a port going down is a state change, not a layout one)."""
         return layout(self.entities)
 
 
 def layout(entities: Sequence[Entity]) -> frozenset[tuple[int, int, tuple[int, int] | None]]:
-    return frozenset((e.group, e.id, e.parent) for e in entities if e.group in (FE_GPU, FE_GPU_I, FE_GPU_CI))
+    return frozenset((e.group, e.id, e.parent) for e in entities)
 
 
 def text(value: object) -> str:
@@ -106,6 +119,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 minor_number=text(own.get(FI_MINOR_NUMBER)),
                 mig_mode={1: "enabled", 0: "disabled"}.get(mig_mode, "") if isinstance(mig_mode, int) else "",
                 migs=tuple(migs),
+                nvlinks=tuple(e.link for e in topology.ports(FE_GPU, gpu.id) if e.link is not None),
             )
         )
         topology.gpus[uuid] = gpu.id

@@ -131,7 +131,11 @@ IDENTITY_FIELDS: tuple[int, ...] = (
 #: Most field ids DCGM accepts in one field group (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
 MAX_FIELDS_PER_GROUP = 128
 
-#: NVLink link states (DcgmNvLinkLinkState*); only links that are up are entities worth watching.
+#: NVLink link states (DcgmNvLinkLinkState*): a port that is not supported does not exist; disabled
+#: and down ports exist but carry no traffic (NVML's nvmlDeviceGetNvLinkState says DISABLED for both).
+LINK_STATE_NOT_SUPPORTED = 0
+LINK_STATE_DISABLED = 1
+LINK_STATE_DOWN = 2
 LINK_STATE_UP = 3
 
 

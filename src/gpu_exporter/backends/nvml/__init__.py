@@ -27,6 +27,7 @@ from gpu_exporter.backends.base import (
     DeviceReading,
     HostIdentity,
     MigIdentity,
+    SwitchReading,
     XidTally,
     tally,
 )
@@ -353,6 +354,10 @@ class NvmlBackend:
             self._logged.add((uuid, call))
         what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
         log.info("%s: %s is %s; not asked again until restart", uuid, call, what)
+
+    def switches(self) -> tuple[SwitchReading, ...]:
+        """NVML cannot see NVSwitches (DCGM reads them through the switch driver)."""
+        return ()
 
     def events(self) -> dict[str, XidTally]:
         """Xid and ECC event counts by GPU uuid."""

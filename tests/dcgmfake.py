@@ -6,7 +6,9 @@ profiling, Xid counting and reconnects run as they would on a host engine.
 Build one with :func:`from_scenario` (a fake-NVML scenario file translated into DCGM's units, for
 parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig`. Knobs:
 ``reachable`` (which connection targets answer), :meth:`lose_connection` / :meth:`restore`,
-``profiling_support`` and ``profiling_watch_error``, :meth:`record_xid`, ``stale`` group names.
+``profiling_support`` and ``profiling_watch_error``, :meth:`record_xid`, ``stale`` group names,
+:meth:`add_nvswitch` (switch fields, ports up or down, port fields), :meth:`set_gpu_links` and
+``link_state`` (NVLink port states, read again by every ``link_states()`` call), :meth:`record_sxid`.
 """
 
 from __future__ import annotations

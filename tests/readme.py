@@ -15,7 +15,10 @@ from gpu_exporter.catalogue import (
     MIG_LABELS,
     SELF_METRICS,
     STATIC,
+    SWITCH_FIXED_METRICS,
+    SWITCH_METRICS,
     FixedMetric,
+    MetricSpec,
 )
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
 from tests.harness import REPO
@@ -45,27 +48,33 @@ def _fixed_row(metric: FixedMetric, collector: str = "—") -> str:
     return f"| `{metric.name}` | {metric.kind} | {metric.unit or '—'} | {labels} | {collector} | {metric.help} |"
 
 
+def _spec_row(family: tuple[MetricSpec, ...]) -> str:
+    """One family of catalogue rows: labels (variant values listed), collector, help and cadence."""
+    spec = family[0]
+    variant = "".join(
+        f", `{label}` ({' · '.join(dict.fromkeys(dict(row.variant)[label] for row in family))})"
+        for label, _ in spec.variant
+    )
+    labels = (
+        ("`nvswitch`" if spec.nvswitch else "`gpu`, `uuid`")
+        + (", `nvlink`" if spec.per_link else "")
+        + variant
+        + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
+    )
+    reason = "a near-static value" if spec.every == STATIC else "an expensive call"
+    cadence = f" Read every {spec.every} cycles ({reason})." if spec.every > 1 else ""
+    return f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
+
+
 def metric_table() -> str:
     rows = ["| Metric | Type | Unit | Labels | Collector | Meaning and source |", "|---|---|---|---|---|---|"]
     rows += [_fixed_row(metric) for metric in IDENTITY_METRICS]
-    for name, family in FAMILIES.items():
-        spec = family[0]
-        variant = "".join(
-            f", `{label}` ({' · '.join(dict.fromkeys(dict(row.variant)[label] for row in family))})"
-            for label, _ in spec.variant
-        )
-        labels = (
-            "`gpu`, `uuid`"
-            + (", `nvlink`" if spec.per_link else "")
-            + variant
-            + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
-        )
-        reason = "a near-static value" if spec.every == STATIC else "an expensive call"
-        cadence = f" Read every {spec.every} cycles ({reason})." if spec.every > 1 else ""
-        rows.append(
-            f"| `{name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
-        )
+    rows += [_spec_row(family) for family in FAMILIES.values()]
     rows += [_fixed_row(metric, "xid") for metric in EVENT_METRICS]
+    rows += [_fixed_row(metric, "nvswitch") for metric in SWITCH_FIXED_METRICS[:1]]
+    switch_families = {spec.name: tuple(s for s in SWITCH_METRICS if s.name == spec.name) for spec in SWITCH_METRICS}
+    rows += [_spec_row(family) for family in switch_families.values()]
+    rows += [_fixed_row(metric, "nvswitch") for metric in SWITCH_FIXED_METRICS[1:]]
     rows += [_fixed_row(metric) for metric in SELF_METRICS]
     return "\n".join(rows)
 

@@ -49,6 +49,8 @@ def create_app(
         backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
         specs = enabled_specs(settings.collectors)
+        if backend.name != "dcgm" and "nvswitch" in settings.collectors:
+            log.warning("--collector.nvswitch needs the DCGM backend (NVML cannot see NVSwitches): no NVSwitch series")
         watch_events = "xid" in settings.collectors
         renderer = None
         if compat is not None:

@@ -105,6 +105,11 @@ def test_help_names_the_source(spec: object) -> None:
     assert spec.nvml or spec.dcgm or spec.derived_from
 
 
+def test_nvswitch_rows_are_read_every_cycle() -> None:
+    """The DCGM backend reads switch rows from each cycle's fetch and keeps no slow-cadence values for them."""
+    assert all(spec.every == 1 and spec.nvml is None and spec.dcgm is not None for spec in SWITCH_METRICS)
+
+
 def test_per_link_dcgm_fields_are_distinct_and_cover_eighteen_links() -> None:
     """DCGM numbers per-link fields in four blocks (links 0-5, 6-11, 12-14, 15-17); a slip would read
     another link's or another type's counter."""

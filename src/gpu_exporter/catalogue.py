@@ -655,103 +655,52 @@ NVSWITCH_PORT_ERRORS: tuple[tuple[str, int], ...] = (
 #: NVSwitch metrics (collector ``nvswitch``, DCGM only: NVML cannot see the switches). Series carry the
 #: ``nvswitch`` label (DCGM's switch id, see gpu_nvswitch_info), port series also ``nvlink`` (the port).
 #: Switch traffic counters are left out: DCGM documents no unit for them and reads 0 on H100 systems.
+#: Every row is read every cycle (``every`` stays 1): they arrive in the same DCGM fetch as the GPUs'.
 SWITCH_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
-        "gpu_nvswitch_temperature_celsius",
-        "gauge",
-        "celsius",
-        "NVSwitch die temperature",
-        "nvswitch",
-        None,
-        DcgmSource(858),
-        nvswitch=True,
+        "gpu_nvswitch_temperature_celsius", "gauge", "celsius", "NVSwitch die temperature", "nvswitch",
+        None, DcgmSource(858), nvswitch=True,
     ),
     MetricSpec(
-        "gpu_nvswitch_temperature_slowdown_threshold_celsius",
-        "gauge",
-        "celsius",
-        "NVSwitch temperature at which the switch slows its links down",
-        "nvswitch",
-        None,
-        DcgmSource(859),
-        every=STATIC,
-        nvswitch=True,
+        "gpu_nvswitch_temperature_slowdown_threshold_celsius", "gauge", "celsius",
+        "NVSwitch temperature at which the switch slows its links down", "nvswitch",
+        None, DcgmSource(859), nvswitch=True,
     ),
     MetricSpec(
-        "gpu_nvswitch_temperature_shutdown_threshold_celsius",
-        "gauge",
-        "celsius",
-        "NVSwitch temperature at which the switch shuts down",
-        "nvswitch",
-        None,
-        DcgmSource(860),
-        every=STATIC,
-        nvswitch=True,
+        "gpu_nvswitch_temperature_shutdown_threshold_celsius", "gauge", "celsius",
+        "NVSwitch temperature at which the switch shuts down", "nvswitch",
+        None, DcgmSource(860), nvswitch=True,
     ),
     *(
         MetricSpec(
-            "gpu_nvswitch_power_watts",
-            "gauge",
-            "watts",
-            "NVSwitch power draw by supply rail",
-            "nvswitch",
-            None,
-            DcgmSource(field_id),
-            variant=(("rail", rail),),
-            nvswitch=True,
+            "gpu_nvswitch_power_watts", "gauge", "watts", "NVSwitch power draw by supply rail", "nvswitch",
+            None, DcgmSource(field_id), variant=(("rail", rail),), nvswitch=True,
         )
         for rail, field_id in (("vdd", 705), ("dvdd", 706), ("hvdd", 707))
     ),
     MetricSpec(
-        "gpu_nvswitch_voltage_volts",
-        "gauge",
-        "volts",
-        "NVSwitch core supply voltage",
-        "nvswitch",
-        None,
-        DcgmSource(701, _MILLI),
-        nvswitch=True,
+        "gpu_nvswitch_voltage_volts", "gauge", "volts", "NVSwitch core supply voltage", "nvswitch",
+        None, DcgmSource(701, _MILLI), nvswitch=True,
     ),
     MetricSpec(
-        "gpu_nvswitch_reset_required",
-        "gauge",
-        "",
-        "1 when the NVSwitch needs a reset (after a fatal error)",
-        "nvswitch",
-        None,
-        DcgmSource(864),
-        maximum=1,
-        nvswitch=True,
+        "gpu_nvswitch_reset_required", "gauge", "", "1 when the NVSwitch needs a reset (after a fatal error)",
+        "nvswitch", None, DcgmSource(864), maximum=1, nvswitch=True,
     ),
     MetricSpec(
-        "gpu_nvswitch_nvlink_up",
-        "gauge",
-        "",
-        "1 while this NVSwitch port's NVLink is active, 0 while it is down or disabled",
-        "nvswitch",
-        None,
-        DcgmSource(0, call="dcgmGetNvLinkLinkStatus"),
-        maximum=1,
-        per_link=True,
-        nvswitch=True,
+        "gpu_nvswitch_nvlink_up", "gauge", "", "1 while this NVSwitch port's NVLink is active, 0 while it is down "
+        "or disabled", "nvswitch", None, DcgmSource(0, call="dcgmGetNvLinkLinkStatus"), maximum=1,
+        per_link=True, nvswitch=True,
     ),
     *(
         MetricSpec(
-            "gpu_nvswitch_nvlink_errors_total",
-            "counter",
-            "",
+            "gpu_nvswitch_nvlink_errors_total", "counter", "",
             "Errors on this NVSwitch port since the switch driver loaded, by type (fatal, non_fatal, replay: "
-            "retransmissions, recovery: link retraining, flit, crc, ecc)",
-            "nvswitch",
-            None,
-            DcgmSource(field_id),
-            variant=(("type", kind),),
-            per_link=True,
-            nvswitch=True,
+            "retransmissions, recovery: link retraining, flit, crc, ecc)", "nvswitch",
+            None, DcgmSource(field_id), variant=(("type", kind),), per_link=True, nvswitch=True,
         )
         for kind, field_id in NVSWITCH_PORT_ERRORS
     ),
-)
+)  # fmt: skip
 #: DCGM fields of each NVSwitch's identity (gpu_nvswitch_info): UUID, physical id, PCI domain/bus/device/function.
 NVSWITCH_IDENTITY_FIELDS: tuple[int, ...] = (878, 863, 866, 867, 868, 869)
 #: DCGM fields whose every recorded value is one SXid (the value is the SXid number), by severity.

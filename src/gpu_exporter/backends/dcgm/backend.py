@@ -550,9 +550,7 @@ class DcgmBackend:
                 raise DeviceLost(f"DCGM connection lost: {err}") from err
             self._cache, self._cache_cycle = merged, cycle
             if self._switch_specs:
-                switches = tuple(
-                    self._read_switch(switch, merged, cycle, reading) for switch in self._topology.switches
-                )
+                switches = tuple(self._read_switch(switch, merged, reading) for switch in self._topology.switches)
                 self._switch_readings = (self._clock(), switches)
             return merged
 
@@ -588,7 +586,7 @@ class DcgmBackend:
             log.warning("NVSwitch %d: %s SXid %d", sample.entity, severity[sample.field_id], code)
 
     def _read_switch(
-        self, switch: int, latest: dict[tuple[int, int], dict[int, FieldValue]], cycle: int, reading: DeviceReading
+        self, switch: int, latest: dict[tuple[int, int], dict[int, FieldValue]], reading: DeviceReading
     ) -> SwitchReading:
         """One NVSwitch's identity, values, ports and SXid counts from this cycle's values."""
         samples = latest.get((FE_SWITCH, switch), {})
@@ -597,7 +595,7 @@ class DcgmBackend:
             decoded = decode(samples[field_id]) if field_id in samples else Blank("blank")
             if not isinstance(decoded, Blank):
                 identity[field_id] = decoded
-        due = [spec for spec in self._switch_specs if cycle % spec.every == 0]
+        due = self._switch_specs  # all every cycle (the catalogue keeps their cadence at 1)
         values: dict[str, float] = {}
         self._fill(values, f"nvswitch{switch}", samples, [s for s in due if not s.per_link], reading)
         port_specs = [spec for spec in due if spec.per_link]

@@ -227,3 +227,22 @@ def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: py
     # The stub's NVSwitch 0 has ports 0 and 3 up (dcgmGetNvLinkLinkStatus through the real ctypes structs).
     assert value(first, "gpu_nvswitch_nvlink_up", nvswitch="0", nvlink="3") == 1
     assert value(first, "gpu_nvswitch_sxid_errors_total", nvswitch="0", severity="fatal") == 0
+
+
+def test_dcgm3_bindings_connect_with_connect_v2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bindings without dcgmConnect_v3 (DCGM 3.x to 4.4): the adapter connects with dcgmConnect_v2 and
+    a plain HOST:PORT, and a refused address is a typed error."""
+    _forget_bindings()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
+    try:
+        dcgm = load_adapter()
+        import dcgm_agent  # the stub, as the adapter imported it
+
+        monkeypatch.delattr(dcgm_agent, "dcgmConnect_v3")
+        dcgm.connect("localhost:5555", 5000)
+        assert gpus(dcgm)
+        dcgm.disconnect()
+        with pytest.raises(DcgmError):
+            dcgm.connect("localhost:5556", 1000)
+    finally:
+        _forget_bindings()

@@ -56,6 +56,13 @@ def dcgmConnect_v3(connection_string, connectParams):
     return dcgmStartEmbedded(1)
 
 
+def dcgmConnect_v2(ip_address, connectParams):
+    # DCGM 3.x to 4.4: HOST:PORT, and a flag saying whether it is a unix socket path.
+    if ip_address != b"localhost:5555" or connectParams.addressIsUnixSocket:
+        raise s.DCGMError(_CONNECTION)
+    return dcgmStartEmbedded(1)
+
+
 def dcgmStopEmbedded(handle):
     ENGINE["handles"].discard(_id(handle))
     return 0

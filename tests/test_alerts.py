@@ -28,7 +28,7 @@ import httpx
 import pytest
 import yaml
 
-from gpu_exporter.catalogue import DEVICE_LABELS, FAMILIES, FIXED, MIG_LABELS, XID_CODES
+from gpu_exporter.catalogue import DEVICE_LABELS, FAMILIES, FIXED, LINK_LABEL, MIG_LABELS, SWITCH_METRICS, XID_CODES
 from tests.harness import REPO, free_port, start
 
 ALERTS = REPO / "alerts"
@@ -46,9 +46,12 @@ EXPECTED_ALERTS = {
     "GPUPowerThrottling", "GPUHardwareSlowdown", "GPUClockStraggler", "GPUMemoryNearlyFull",
     "GPUUtilizationSaturated", "GPUIdleMemoryHeld", "GPUInputStarvation", "GPUPCIeLinkDegraded", "GPUExporterDown",
     "GPUMetricsAbsent", "GPUExporterStale", "GPUExporterBackendDown",
+    "GPUNVLinkDown", "GPUNVLinkErrors", "GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh",
 }  # fmt: skip
 #: Alerts about a node's exporter rather than one GPU: their descriptions need not name a GPU.
 NODE_ALERTS = {"GPUExporterDown", "GPUMetricsAbsent", "GPUExporterBackendDown"}
+#: Alerts about an NVSwitch: their descriptions name the switch instead of a GPU.
+SWITCH_ALERTS = {"GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh"}
 #: Labels Prometheus adds to every scraped series.
 TARGET_LABELS = ("job", "instance")
 
@@ -165,10 +168,14 @@ def test_metric_name_extraction() -> None:
 def catalogue_labels() -> dict[str, dict[str, set[str] | None]]:
     """For every exported metric: each label it may carry → its allowed values (None: any value)."""
     known: dict[str, dict[str, set[str] | None]] = {}
-    for name, specs in FAMILIES.items():
-        labels: dict[str, set[str] | None] = dict.fromkeys((*TARGET_LABELS, *DEVICE_LABELS))
+    switch_families = {spec.name: tuple(s for s in SWITCH_METRICS if s.name == spec.name) for spec in SWITCH_METRICS}
+    for name, specs in {**FAMILIES, **switch_families}.items():
+        owner = ("nvswitch",) if any(spec.nvswitch for spec in specs) else DEVICE_LABELS
+        labels: dict[str, set[str] | None] = dict.fromkeys((*TARGET_LABELS, *owner))
         if any(spec.mig for spec in specs):
             labels.update(dict.fromkeys(MIG_LABELS))
+        if any(spec.per_link for spec in specs):
+            labels.update(dict.fromkeys((LINK_LABEL,)))
         for spec in specs:
             for label, value in spec.variant:
                 values = labels.get(label) or set()
@@ -254,7 +261,9 @@ def test_alerts_are_the_expected_set_with_severity_and_annotations() -> None:
         summary, description = notes["summary"], notes["description"]
         assert "{{" not in summary and summary[0].isupper() and summary.endswith("."), f"{name}: {summary}"
         assert "$labels.instance" in description, f"{name}: the description must name the node"
-        if name not in NODE_ALERTS:
+        if name in SWITCH_ALERTS:
+            assert "$labels.nvswitch" in description, f"{name}: name the NVSwitch"
+        elif name not in NODE_ALERTS:
             assert "$labels.gpu" in description and "$labels.uuid" in description, f"{name}: name the GPU"
         assert notes["runbook_url"] == f"{RUNBOOK_BASE}/{name.lower()}.md", name
         assert (RUNBOOKS / f"{name.lower()}.md").is_file(), name

@@ -8,7 +8,8 @@ parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig
 ``reachable`` (which connection targets answer), :meth:`lose_connection` / :meth:`restore`,
 ``profiling_support`` and ``profiling_watch_error``, :meth:`record_xid`, ``stale`` group names,
 :meth:`add_nvswitch` (switch fields, ports up or down, port fields), :meth:`set_gpu_links` and
-``link_state`` (NVLink port states, read again by every ``link_states()`` call), :meth:`record_sxid`.
+``link_state`` (NVLink port states, read again by every ``link_states()`` call), ``link_status_error``
+and ``watch_errors`` (a status call or a group's watch that fails).
 """
 
 from __future__ import annotations
@@ -98,13 +99,14 @@ class FakeDcgm:
     stale: set[str] = field(default_factory=set)  # group names left by an earlier run
     watches: dict[str, Watch] = field(default_factory=dict)
     xids: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts µs, group, entity, code)
-    sxids: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts µs, switch, field, code)
     link_state: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (group, owner, port) → state
     connected_to: str | None = None
     connected: bool = False
     down: bool = False
     connects: int = 0
     latest_calls: int = 0
+    link_status_error: int | None = None  # status dcgmGetNvLinkLinkStatus fails with
+    watch_errors: dict[str, int] = field(default_factory=dict)  # group-name suffix → status its watch fails with
     link_state_calls: int = 0
     clock_us: int = 1_700_000_000_000_000
 
@@ -149,10 +151,6 @@ class FakeDcgm:
         for port, state in states.items():
             self.link_state[(FE_GPU, gpu_id, port)] = state
 
-    def record_sxid(self, switch_id: int, field_id: int, code: int) -> None:
-        self.clock_us += 1000
-        self.sxids.append((self.clock_us, switch_id, field_id, code))
-
     def record_xid(self, group: int, entity: int, code: int) -> None:
         self.clock_us += 1000
         self.xids.append((self.clock_us, group, entity, code))
@@ -189,12 +187,15 @@ class FakeDcgm:
         links = [
             Entity(FE_LINK, link_entity_id(group, owner, port), (group, owner), link=port)
             for (group, owner, port) in sorted(self.link_state)
+            if self.link_status_error is None  # as the real adapter: no status, no link entities
         ]
         return [*self.entity_list, *links]
 
     def link_states(self) -> dict[tuple[int, int, int], int]:
         self._check()
         self.link_state_calls += 1
+        if self.link_status_error is not None:
+            raise dcgm_error(self.link_status_error, "dcgmGetNvLinkLinkStatus failed")
         return dict(self.link_state)
 
     def remove_stale(self, prefix: str) -> int:
@@ -216,6 +217,9 @@ class FakeDcgm:
             raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
         if self.profiling_watch_error is not None and any(f >= 1001 for f in field_ids):
             raise dcgm_error(self.profiling_watch_error, "dcgmWatchFields: profiling watch refused")
+        for suffix, status in self.watch_errors.items():
+            if name.endswith(suffix):
+                raise dcgm_error(status, f"dcgmWatchFields: {name} refused")
         self.watches[name] = Watch(tuple(entities), tuple(field_ids), update_us, keep_age_s)
 
     def unwatch(self, name: str) -> None:
@@ -248,10 +252,6 @@ class FakeDcgm:
             FieldValue(group, entity, 230, "i", ST_OK, ts, code)
             for ts, group, entity, code in self.xids
             if ts >= since_us and (group, entity) in watch.entities and 230 in watch.fields
-        ] + [
-            FieldValue(FE_SWITCH, switch, field_id, "i", ST_OK, ts, code)
-            for ts, switch, field_id, code in self.sxids
-            if ts >= since_us and (FE_SWITCH, switch) in watch.entities and field_id in watch.fields
         ]
         return found, (max(v.ts for v in found) + 1 if found else max(since_us, 1))
 

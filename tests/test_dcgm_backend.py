@@ -27,6 +27,7 @@ from gpu_exporter.backends.dcgm.values import (
     LINK_STATE_UP,
     ST_GPU_IS_LOST,
     ST_NO_PERMISSION,
+    ST_NOT_SUPPORTED,
     ST_NOT_WATCHED,
     ST_PROFILING_LIBRARY_ERROR,
     ST_PROFILING_NOT_SUPPORTED,
@@ -475,14 +476,13 @@ def switch_fields(switch: int) -> dict[int, Raw]:
     return {
         858: int64(47), 859: int64(95), 860: int64(105),
         705: int64(31), 706: int64(12), 707: int64(4), 701: int64(850), 864: int64(0),
-        878: string(f"NVSWITCH-{switch}-uuid"), 863: int64(switch + 8),
-        866: int64(0), 867: int64(0x05 + switch), 868: int64(0), 869: int64(0),
+        863: int64(switch + 8), 866: int64(0), 867: int64(0x05 + switch), 868: int64(0), 869: int64(0),
     }  # fmt: skip
 
 
 def test_nvswitch_metrics_ports_and_sxids(runs: list[Run]) -> None:
     fake = host()
-    port_errors = {782: int64(0), 783: int64(2), 784: int64(7), 785: int64(1), 786: int64(0), 787: int64(5)}
+    port_errors = {784: int64(7), 785: int64(1), 786: int64(0), 787: int64(5)}
     fake.add_nvswitch(0, [0, 1], switch_fields(0), down_ports=[2], port_fields={0: port_errors})
     blank_temperature = {**switch_fields(1), 858: INT64_SENTINELS["blank"]}
     fake.add_nvswitch(1, [3], blank_temperature, port_fields={3: {788: failed(ST_NO_PERMISSION)}})
@@ -491,11 +491,9 @@ def test_nvswitch_metrics_ports_and_sxids(runs: list[Run]) -> None:
     parsed = run.cycle()
     info = parsed["gpu_nvswitch_info"]
     assert info == {
-        frozenset({("nvswitch", "0"), ("uuid", "NVSWITCH-0-uuid"), ("pci_bus_id", "00000000:05:00.0"),
-                   ("physical_id", "8")}): 1.0,
-        frozenset({("nvswitch", "1"), ("uuid", "NVSWITCH-1-uuid"), ("pci_bus_id", "00000000:06:00.0"),
-                   ("physical_id", "9")}): 1.0,
-    }  # fmt: skip
+        frozenset({("nvswitch", "0"), ("pci_bus_id", "00000000:05:00.0"), ("physical_id", "8")}): 1.0,
+        frozenset({("nvswitch", "1"), ("pci_bus_id", "00000000:06:00.0"), ("physical_id", "9")}): 1.0,
+    }
     assert exact(parsed, "gpu_nvswitch_temperature_celsius", nvswitch="0") == 47
     assert exact(parsed, "gpu_nvswitch_temperature_celsius", nvswitch="1") is None  # blank: absent, not 0
     assert exact(parsed, "gpu_nvswitch_temperature_slowdown_threshold_celsius", nvswitch="0") == 95
@@ -514,20 +512,16 @@ def test_nvswitch_metrics_ports_and_sxids(runs: list[Run]) -> None:
     assert exact(parsed, errors, nvswitch="0", nvlink="0", type="crc") == 5
     assert exact(parsed, errors, nvswitch="0", nvlink="0", type="ecc") is None  # never sampled
     assert exact(parsed, errors, nvswitch="1", nvlink="3", type="ecc") is None
+    assert {dict(labels)["type"] for labels in parsed[errors]} <= {"replay", "recovery", "flit", "crc", "ecc"}
     assert value(parsed, "gpu_exporter_sample_errors_total", kind="no_permission") >= 1
-    sxid = "gpu_nvswitch_sxid_errors_total"
-    assert {exact(parsed, sxid, nvswitch=n, severity=s) for n in "01" for s in ("fatal", "non_fatal")} == {0.0}
-    fake.record_sxid(0, 856, 12028)
-    fake.record_sxid(0, 856, 12028)
-    fake.record_sxid(1, 857, 11004)
-    parsed = run.cycle()
-    assert exact(parsed, sxid, nvswitch="0", severity="fatal") == 2
-    assert exact(parsed, sxid, nvswitch="0", severity="non_fatal") == 0
-    assert exact(parsed, sxid, nvswitch="1", severity="non_fatal") == 1
+    # SXids: the latest one DCGM holds, by severity; none held is no series (never a 0 or a count).
+    assert "gpu_nvswitch_last_sxid" not in parsed
+    fake.values[(FE_SWITCH, 0)][856] = int64(12028)
     fake.values[(FE_SWITCH, 0)][864] = int64(1)
     parsed = run.cycle()
+    assert parsed["gpu_nvswitch_last_sxid"] == {frozenset({("nvswitch", "0"), ("severity", "fatal")}): 12028.0}
     assert exact(parsed, "gpu_nvswitch_reset_required", nvswitch="0") == 1
-    assert exact(parsed, sxid, nvswitch="0", severity="fatal") == 2  # each SXid counted once
+    assert exact(parsed, "gpu_nvswitch_temperature_slowdown_threshold_celsius", nvswitch="0") == 95  # every cycle
     # The engine goes away: switch series vanish with the GPUs' rather than showing old values.
     fake.lose_connection()
     parsed = run.cycle()
@@ -541,7 +535,61 @@ def test_nvswitch_collector_off_watches_no_switch(runs: list[Run]) -> None:
     runs.append(run)
     parsed = run.cycle()
     assert not any(name.startswith("gpu_nvswitch_") for name in parsed)
-    assert not any(name.endswith(("-switch0", "-ports0", "-sxid")) for name in fake.watches)
+    assert not any(name.endswith(("-switch0", "-ports0")) for name in fake.watches)
+
+
+def test_ports_appearing_or_going_away_rebuild_the_watches(runs: list[Run]) -> None:
+    fake = host()
+    fake.set_gpu_links(0, {0: LINK_STATE_UP})
+    fake.add_nvswitch(0, [0], switch_fields(0))
+    run = Run(fake, ALL | {"nvlink", "nvswitch"})
+    runs.append(run)
+    parsed = run.cycle()
+    assert set(parsed["gpu_nvswitch_nvlink_up"]) == {frozenset({("nvswitch", "0"), ("nvlink", "0")})}
+    # A GPU link and a switch port that were not there at start (the switch module attached late).
+    fake.set_gpu_links(0, {5: LINK_STATE_UP})
+    fake.link_state[(FE_SWITCH, 0, 7)] = LINK_STATE_DOWN
+    fake.values[(FE_GPU, 0)][415] = int64(4)  # crc_data, link 5
+    parsed = run.cycle()
+    assert exact(parsed, "gpu_nvlink_up", **gpu_labels(0), nvlink="5") == 1
+    assert exact(parsed, "gpu_nvlink_errors_total", **gpu_labels(0), nvlink="5", type="crc_data") == 4
+    assert exact(parsed, "gpu_nvswitch_nvlink_up", nvswitch="0", nvlink="7") == 0
+    links = next(w for name, w in fake.watches.items() if name.endswith("-links0"))
+    assert 415 in links.fields
+    # A port that stops existing (its state turns "not supported") goes away rather than reading 0.
+    del fake.link_state[(FE_GPU, 0, 0)]
+    parsed = run.cycle()
+    assert exact(parsed, "gpu_nvlink_up", **gpu_labels(0), nvlink="0") is None
+    assert exact(parsed, "gpu_nvlink_up", **gpu_labels(0), nvlink="5") == 1
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+
+
+def test_link_status_failure_makes_states_absent_not_zero(runs: list[Run]) -> None:
+    fake = host()
+    fake.set_gpu_links(0, {0: LINK_STATE_UP})
+    run = Run(fake, ALL | {"nvlink"})
+    runs.append(run)
+    assert exact(run.cycle(), "gpu_nvlink_up", **gpu_labels(0), nvlink="0") == 1
+    fake.link_status_error = ST_NO_PERMISSION
+    parsed = run.cycle()
+    assert exact(parsed, "gpu_nvlink_up", **gpu_labels(0), nvlink="0") is None
+    assert value(parsed, "gpu_exporter_sample_errors_total", kind="no_permission") >= 1
+    assert exact(parsed, "gpu_power_watts", **gpu_labels(0)) is not None
+    fake.link_status_error = None
+    assert exact(run.cycle(), "gpu_nvlink_up", **gpu_labels(0), nvlink="0") == 1
+
+
+def test_a_refused_nvswitch_watch_costs_only_its_own_series(runs: list[Run]) -> None:
+    fake = host()
+    fake.add_nvswitch(0, [0], switch_fields(0), port_fields={0: {784: int64(3)}})
+    fake.watch_errors = {"-switch0": ST_NOT_SUPPORTED}
+    run = Run(fake, ALL | {"nvswitch"})
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert exact(parsed, "gpu_power_watts", **gpu_labels(0)) is not None
+    assert exact(parsed, "gpu_nvswitch_temperature_celsius", nvswitch="0") is None
+    assert exact(parsed, "gpu_nvswitch_nvlink_errors_total", nvswitch="0", nvlink="0", type="replay") == 3
 
 
 # --- choosing the backend --------------------------------------------------------------------

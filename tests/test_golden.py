@@ -74,21 +74,23 @@ def test_promtool_check_metrics_is_silent(fakenvml_dir: Path, tmp_path: Path, na
 
 def _dcgm_fabric() -> str:
     """The h100x4 host on the DCGM fake with NVLink and NVSwitch collectors on, two NVSwitches added
-    (one with a port down, one with a blank temperature), one cycle in process."""
+    (one with a port down, one with a blank temperature and a fatal SXid), one cycle in process."""
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.backends.dcgm.values import INT64_BLANK
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs, enabled_switch_specs
     from gpu_exporter.sampler import Sampler
-    from tests.dcgmfake import from_scenario, int64, string
+    from tests.dcgmfake import from_scenario, int64
 
     fake = from_scenario((SCENARIOS / "h100x4.scn").read_text())
     for switch in (0, 1):
         fields = {
             858: int64(INT64_BLANK if switch else 46), 859: int64(95), 860: int64(105), 705: int64(29),
-            706: int64(11), 707: int64(4), 701: int64(850), 864: int64(0), 878: string(f"NVSWITCH-{switch}"),
-            863: int64(8 + switch), 866: int64(0), 867: int64(5 + switch), 868: int64(0), 869: int64(0),
+            706: int64(11), 707: int64(4), 701: int64(850), 864: int64(0), 863: int64(8 + switch),
+            866: int64(0), 867: int64(5 + switch), 868: int64(0), 869: int64(0),
         }  # fmt: skip
-        errors = {782: int64(0), 783: int64(1), 784: int64(12), 785: int64(0), 786: int64(0), 787: int64(3)}
+        if switch:
+            fields[856] = int64(12028)  # a fatal SXid DCGM holds
+        errors = {784: int64(12), 785: int64(0), 786: int64(0), 787: int64(3)}
         fake.add_nvswitch(switch, [0, 1], fields, down_ports=[2] if switch == 0 else [], port_fields={0: errors})
     collectors = DEFAULT_COLLECTORS | {"nvlink", "nvswitch"}
     specs, switch_specs = enabled_specs(collectors), enabled_switch_specs(collectors)

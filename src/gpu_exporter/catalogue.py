@@ -208,7 +208,8 @@ _FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
     "gpu_remapped_rows_total": (393, 394),
     "gpu_retired_pages_total": (390, 391),
     "gpu_nvswitch_power_watts": (705, 706, 707),
-    "gpu_nvswitch_nvlink_errors_total": tuple(range(782, 789)),
+    "gpu_nvswitch_nvlink_errors_total": (784, 785, 786, 787, 788),
+    "gpu_nvswitch_last_sxid": (856, 857),
 }
 #: Per-link DCGM fields behind each per-link family with several rows, by the row's variant value.
 _FAMILY_LINK_FIELDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
@@ -642,9 +643,9 @@ def bound(spec: MetricSpec) -> float | None:
 
 
 #: NVSwitch port error counter type → DCGM field (per port entity; DCGM reads them from the switch driver).
+#: Fields 782/783 (port fatal and non-fatal errors) are not here: DCGM stores error records (a code and a
+#: time per error) in them, not counts.
 NVSWITCH_PORT_ERRORS: tuple[tuple[str, int], ...] = (
-    ("fatal", 782),
-    ("non_fatal", 783),
     ("replay", 784),
     ("recovery", 785),
     ("flit", 786),
@@ -686,6 +687,16 @@ SWITCH_METRICS: tuple[MetricSpec, ...] = (
         "gpu_nvswitch_reset_required", "gauge", "", "1 when the NVSwitch needs a reset (after a fatal error)",
         "nvswitch", None, DcgmSource(864), maximum=1, nvswitch=True,
     ),
+    *(
+        MetricSpec(
+            "gpu_nvswitch_last_sxid", "gauge", "",
+            "Number of the latest SXid (NVSwitch error) DCGM holds for this switch, by severity; absent when it "
+            "holds none. DCGM keeps the value until its switch module re-attaches, so a series present means an "
+            "SXid was recorded, not that a new one just happened", "nvswitch",
+            None, DcgmSource(field_id), variant=(("severity", severity),), nvswitch=True,
+        )
+        for severity, field_id in (("fatal", 856), ("non_fatal", 857))
+    ),
     MetricSpec(
         "gpu_nvswitch_nvlink_up", "gauge", "", "1 while this NVSwitch port's NVLink is active, 0 while it is down "
         "or disabled", "nvswitch", None, DcgmSource(0, call="dcgmGetNvLinkLinkStatus"), maximum=1,
@@ -694,17 +705,16 @@ SWITCH_METRICS: tuple[MetricSpec, ...] = (
     *(
         MetricSpec(
             "gpu_nvswitch_nvlink_errors_total", "counter", "",
-            "Errors on this NVSwitch port since the switch driver loaded, by type (fatal, non_fatal, replay: "
-            "retransmissions, recovery: link retraining, flit, crc, ecc)", "nvswitch",
+            "Errors on this NVSwitch port since the switch driver loaded, by type (replay: retransmissions, "
+            "recovery: link retraining, flit, crc, ecc)", "nvswitch",
             None, DcgmSource(field_id), variant=(("type", kind),), per_link=True, nvswitch=True,
         )
         for kind, field_id in NVSWITCH_PORT_ERRORS
     ),
 )  # fmt: skip
-#: DCGM fields of each NVSwitch's identity (gpu_nvswitch_info): UUID, physical id, PCI domain/bus/device/function.
-NVSWITCH_IDENTITY_FIELDS: tuple[int, ...] = (878, 863, 866, 867, 868, 869)
-#: DCGM fields whose every recorded value is one SXid (the value is the SXid number), by severity.
-NVSWITCH_SXID_FIELDS: tuple[tuple[str, int], ...] = (("fatal", 856), ("non_fatal", 857))
+#: DCGM fields of each NVSwitch's identity (gpu_nvswitch_info): physical id, PCI domain/bus/device/function.
+#: (Field 878, "NVSwitch UUID", is a port field on NSCQ-managed switches: the UUID of the device at the far end.)
+NVSWITCH_IDENTITY_FIELDS: tuple[int, ...] = (863, 866, 867, 868, 869)
 
 
 @dataclass(frozen=True)
@@ -820,22 +830,15 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "1 while a GPU's read has not returned within one interval (a hung driver call).",
     ),
 )
-#: NVSwitch identity and SXid counts (collector ``nvswitch``, DCGM only).
+#: NVSwitch identity (collector ``nvswitch``, DCGM only).
 SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (
     FixedMetric(
         "gpu_nvswitch_info",
         "gauge",
         "",
-        ("nvswitch", "uuid", "pci_bus_id", "physical_id"),
-        "Identity of each NVSwitch; value is always 1. Source: DCGM fields 878, 866-869, 863.",
-    ),
-    FixedMetric(
-        "gpu_nvswitch_sxid_errors_total",
-        "counter",
-        "",
-        ("nvswitch", "severity"),
-        "SXid errors (NVSwitch errors) recorded since the exporter started, by severity (fatal needs a switch "
-        "or node reset). Source: DCGM fields 856 (fatal), 857 (non_fatal), every recorded value.",
+        ("nvswitch", "pci_bus_id", "physical_id"),
+        "Identity of each NVSwitch (DCGM's switch id, PCI bus id, physical id); value is always 1. Source: DCGM "
+        "fields 866-869, 863.",
     ),
 )
 FIXED: dict[str, FixedMetric] = {

@@ -58,8 +58,8 @@ def device_families(
         _add(up, base, 1 if device.up else 0)
         for spec in specs:
             if spec.per_link:
-                for link in ident.nvlinks:
-                    value = device.link_values.get(link, {}).get(spec.key)
+                for link in sorted(device.link_values):
+                    value = device.link_values[link].get(spec.key)
                     if value is not None:
                         _add(by_name[spec.name], {**base, LINK_LABEL: str(link), **dict(spec.variant)}, value)
                 continue
@@ -103,13 +103,13 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
 
 
 def switch_families(specs: Sequence[MetricSpec], switches: Sequence[SwitchReading]) -> list[Metric]:
-    """``gpu_nvswitch_info``, one family per NVSwitch spec (port specs once per port, labelled
-    ``nvlink``), and the SXid counters (both severities start at 0 on every switch)."""
-    info, sxid = _fixed("gpu_nvswitch_info"), _fixed("gpu_nvswitch_sxid_errors_total")
+    """``gpu_nvswitch_info`` and one family per NVSwitch spec (port specs once per port, labelled
+    ``nvlink``)."""
+    info = _fixed("gpu_nvswitch_info")
     by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
     for switch in switches:
         base = {"nvswitch": str(switch.switch)}
-        _labelled("gpu_nvswitch_info", (base["nvswitch"], switch.uuid, switch.pci_bus_id, switch.physical_id), 1, info)
+        _labelled("gpu_nvswitch_info", (base["nvswitch"], switch.pci_bus_id, switch.physical_id), 1, info)
         for spec in specs:
             if not spec.per_link:
                 value = switch.values.get(spec.key)
@@ -120,9 +120,7 @@ def switch_families(specs: Sequence[MetricSpec], switches: Sequence[SwitchReadin
                 value = switch.port_values.get(port, {}).get(spec.key)
                 if value is not None:
                     _add(by_name[spec.name], {**base, LINK_LABEL: str(port), **dict(spec.variant)}, value)
-        for severity in sorted(switch.sxid):
-            _add(sxid, {**base, "severity": severity}, switch.sxid[severity])
-    return [info, *by_name.values(), sxid]
+    return [info, *by_name.values()]
 
 
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:

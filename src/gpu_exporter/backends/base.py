@@ -85,16 +85,14 @@ class DeviceReading:
 class SwitchReading:
     """One NVSwitch as the last cycle saw it (DCGM only): ``switch`` is DCGM's switch id, ``ports``
     the NVLink ports the switch reports a state for, ``values`` and ``port_values`` samples in base
-    units keyed like :class:`DeviceReading`'s, ``sxid`` SXid counts by severity since start."""
+    units keyed like :class:`DeviceReading`'s."""
 
     switch: int
-    uuid: str = ""
     pci_bus_id: str = ""
     physical_id: str = ""
     ports: tuple[int, ...] = ()
     values: dict[str, float] = field(default_factory=dict)
     port_values: dict[int, dict[str, float]] = field(default_factory=dict)
-    sxid: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

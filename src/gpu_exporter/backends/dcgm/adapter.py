@@ -137,7 +137,8 @@ class DcgmAdapter(Protocol):
 
     def link_states(self) -> dict[tuple[int, int, int], int]:
         """NVLink port states now, by (owner group, owner id, port): DCGM's link state (1 disabled,
-        2 down, 3 up); ports that do not exist are left out."""
+        2 down, 3 up); ports that do not exist are left out. Raises :class:`DcgmError` when the
+        status call fails (:meth:`entities` then lists no link)."""
 
     def remove_stale(self, prefix: str) -> int:
         """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
@@ -349,15 +350,20 @@ class PydcgmAdapter:
             )
         switches = self._optional("dcgmGetEntityGroupEntities", FE_SWITCH, 0) or []
         found += [Entity(FE_SWITCH, int(switch)) for switch in switches]
-        for group, parent, port in self.link_states():
+        try:
+            states = self.link_states()
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            log.debug("%s", err)  # no NVLink status: no link entities
+            states = {}
+        for group, parent, port in states:
             found.append(Entity(FE_LINK, link_entity_id(group, parent, port), (group, parent), link=port))
         return found
 
     def link_states(self) -> dict[tuple[int, int, int], int]:
-        status = self._optional("dcgmGetNvLinkLinkStatus")
+        status = self._call("dcgmGetNvLinkLinkStatus")
         states: dict[tuple[int, int, int], int] = {}
-        if status is None:
-            return states
         # The struct's version differs by release (link arrays of 6 to 36 per GPU); len() adapts.
         owner_lists = ((status.gpus, status.numGpus, FE_GPU), (status.nvSwitches, status.numNvSwitches, FE_SWITCH))
         for owners, count, group in owner_lists:

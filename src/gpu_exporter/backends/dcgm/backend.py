@@ -81,12 +81,7 @@ from gpu_exporter.backends.dcgm.values import (
     link_entity_id,
 )
 from gpu_exporter.backends.dcgm.xids import XidCounter
-from gpu_exporter.catalogue import (
-    NVSWITCH_IDENTITY_FIELDS,
-    NVSWITCH_SXID_FIELDS,
-    MetricSpec,
-    scaled,
-)
+from gpu_exporter.catalogue import NVSWITCH_IDENTITY_FIELDS, MetricSpec, scaled
 from gpu_exporter.sanity import drop_inconsistent, store
 
 log = logging.getLogger(__name__)
@@ -208,9 +203,6 @@ class DcgmBackend:
         self._serial = 0  # numbers profiling groups, whose names must be unique per connection
         self._xid_group = ""
         self._since: int | None = None
-        self._sxid_group = ""
-        self._sxid_since: int | None = None
-        self._sxids: dict[int, dict[str, int]] = {}  # switch id → severity → SXids since start
         self._link_states: dict[tuple[int, int, int], int] = {}
         self._switch_readings: tuple[float, tuple[SwitchReading, ...]] = (0.0, ())
         self._profiling = _Profiling()
@@ -333,10 +325,10 @@ class DcgmBackend:
     def _rebuild(self, entities: Sequence[Entity]) -> None:
         """Drop our watches, read identities for ``entities``, and watch what the specs need."""
         adapter = self._adapter_now()
-        for name in (*self._latest_groups, self._xid_group, self._sxid_group, self._group("identity")):
+        for name in (*self._latest_groups, self._xid_group, self._group("identity")):
             if name:
                 adapter.unwatch(name)
-        self._latest_groups, self._prof_groups, self._xid_group, self._sxid_group = [], {}, "", ""
+        self._latest_groups, self._prof_groups, self._xid_group = [], {}, ""
         self._profiling = _Profiling()
         self._cache = None
         self._topology = self._identify(adapter, entities)
@@ -400,15 +392,32 @@ class DcgmBackend:
         switch_fields = sorted({*switch_fields, *NVSWITCH_IDENTITY_FIELDS}) if self._switch_specs else []
         switch_ports = [e.key for switch in topology.switches for e in topology.ports(FE_SWITCH, switch)]
         port_fields = _fields(s for s in self._switch_specs if s.per_link)
-        for need, entities, fields in (
-            ("gpu", gpus, plain), ("mig", computes, mig), ("links", linked, per_link),
-            ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
-        ):  # fmt: skip
+        for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
             for number, chunk in enumerate(_chunks(fields)):
                 if entities:
                     name = self._group(f"{need}{number}")
                     adapter.watch(name, entities, chunk, update_us, self._keep_age())
                     self._latest_groups.append(name)
+        # NVLink and NVSwitch groups are optional: one the engine refuses (e.g. its NVSwitch module failed)
+        # costs only its own series, never the GPUs' (a lost connection still propagates).
+        for need, entities, fields in (
+            ("links", linked, per_link), ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
+        ):  # fmt: skip
+            for number, chunk in enumerate(_chunks(fields)):
+                if not entities:
+                    continue
+                name = self._group(f"{need}{number}")
+                try:
+                    adapter.watch(name, entities, chunk, update_us, self._keep_age())
+                except DcgmConnectionLost:
+                    raise
+                except DcgmError as err:
+                    self._once(
+                        f"watch {need}", "DCGM refused the %s watch (%s); those series stay absent, the rest is "
+                        "unaffected", need, err, level=logging.WARNING,
+                    )  # fmt: skip
+                    continue
+                self._latest_groups.append(name)
         self._watch_profiling(adapter)
         if self._watch_events:
             self._xid_group = self._group("xid")
@@ -418,12 +427,6 @@ class DcgmBackend:
             if self._since is None:
                 # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
                 _, self._since = adapter.since(self._xid_group, 0)
-        if self._switch_specs and switches:
-            self._sxid_group = self._group("sxid")
-            sxid_fields = [field_id for _, field_id in NVSWITCH_SXID_FIELDS]
-            adapter.watch(self._sxid_group, switches, sxid_fields, update_us, max(10 * self._interval, 60.0))
-            if self._sxid_since is None:
-                _, self._sxid_since = adapter.since(self._sxid_group, 0)
         self._update_all(adapter)
 
     def _watch_profiling(self, adapter: DcgmAdapter) -> None:
@@ -530,6 +533,8 @@ class DcgmBackend:
                 return self._cache
             try:
                 adapter = self._adapter_now()
+                if self._wants_links:
+                    self._refresh_links(adapter, reading.errors)
                 self._retry_profiling(adapter)
                 merged: dict[tuple[int, int], dict[int, FieldValue]] = {}
                 for name in list(self._latest_groups):
@@ -542,9 +547,6 @@ class DcgmBackend:
                         continue
                     for sample in samples:
                         merged.setdefault((sample.group, sample.entity), {})[sample.field_id] = sample
-                if self._wants_links:
-                    self._link_states = self._read_link_states(adapter, reading.errors)
-                self._count_sxids(adapter, reading.errors)
             except DcgmConnectionLost as err:
                 self._lost(err)
                 raise DeviceLost(f"DCGM connection lost: {err}") from err
@@ -554,36 +556,24 @@ class DcgmBackend:
                 self._switch_readings = (self._clock(), switches)
             return merged
 
-    def _read_link_states(self, adapter: DcgmAdapter, errors: dict[str, int]) -> dict[tuple[int, int, int], int]:
-        """``dcgmGetNvLinkLinkStatus`` now; on failure (other than a lost connection) no states."""
+    def _refresh_links(self, adapter: DcgmAdapter, errors: dict[str, int]) -> None:
+        """Read the NVLink port states (``dcgmGetNvLinkLinkStatus``). When the set of ports differs
+        from the one the watches were built for (a port or switch appeared or went away), rebuild
+        the watches. A failed status call leaves every state unknown (``…_nvlink_up`` absent)."""
         try:
-            return adapter.link_states()
+            states = adapter.link_states()
         except DcgmConnectionLost:
             raise
         except DcgmError as err:
             tally(errors, err.kind)
-            log.debug("dcgmGetNvLinkLinkStatus: %s", err)
-            return {}
-
-    def _count_sxids(self, adapter: DcgmAdapter, errors: dict[str, int]) -> None:
-        """Add every SXid value DCGM recorded since the previous read to the per-switch counts."""
-        if not self._sxid_group or self._sxid_since is None:
+            self._once("link states", "dcgmGetNvLinkLinkStatus failed: %s; NVLink states are absent meanwhile", err)
+            self._link_states = {}
             return
-        try:
-            samples, self._sxid_since = adapter.since(self._sxid_group, self._sxid_since)
-        except DcgmConnectionLost:
-            raise
-        except DcgmError as err:
-            tally(errors, err.kind)
-            return
-        severity = {field_id: name for name, field_id in NVSWITCH_SXID_FIELDS}
-        for sample in samples:
-            code = decode(sample)
-            if sample.group != FE_SWITCH or sample.field_id not in severity or not isinstance(code, int):
-                continue
-            counts = self._sxids.setdefault(sample.entity, {})
-            counts[severity[sample.field_id]] = counts.get(severity[sample.field_id], 0) + 1
-            log.warning("NVSwitch %d: %s SXid %d", sample.entity, severity[sample.field_id], code)
+        known = {(e.parent[0], e.parent[1], e.link) for e in self._topology.entities if e.group == FE_LINK and e.parent}
+        if set(states) != known:
+            log.info("DCGM NVLink ports changed (%d now, %d before); rebuilding watches", len(states), len(known))
+            self._rebuild(adapter.entities())
+        self._link_states = states
 
     def _read_switch(
         self, switch: int, latest: dict[tuple[int, int], dict[int, FieldValue]], reading: DeviceReading
@@ -609,10 +599,9 @@ class DcgmBackend:
             )
             self._fill_states(own, (FE_SWITCH, switch, port), port_specs)
             port_values[port] = own
-        sxid = {name: self._sxids.get(switch, {}).get(name, 0) for name, _ in NVSWITCH_SXID_FIELDS}
         return SwitchReading(
-            switch, uuid=text(identity.get(878)), pci_bus_id=_pci_bus_id(identity), physical_id=text(identity.get(863)),
-            ports=ports, values=values, port_values=port_values, sxid=sxid,
+            switch, pci_bus_id=_pci_bus_id(identity), physical_id=text(identity.get(863)), ports=ports,
+            values=values, port_values=port_values,
         )  # fmt: skip
 
     def _fill_states(self, out: dict[str, float], port: tuple[int, int, int], specs: Iterable[MetricSpec]) -> None:
@@ -661,7 +650,10 @@ class DcgmBackend:
         usable = [spec for spec in due if not _is_profiling(spec) or (spec.dcgm and spec.dcgm.field_id in supported)]
         self._fill(reading.values, device.uuid, samples, [spec for spec in usable if not spec.per_link], reading)
         link_specs = [spec for spec in usable if spec.per_link]
-        for port in device.nvlinks if link_specs else ():
+        # Ports from the backend's own topology, which follows port changes (the device identity is
+        # the one the sampler got at discovery).
+        ports = [e.link for e in topology.ports(FE_GPU, gpu) if e.link is not None] if link_specs else []
+        for port in ports:
             own: dict[str, float] = {}
             port_specs = [spec for spec in link_specs if not _is_call(spec)]
             self._fill(
@@ -693,11 +685,11 @@ class DcgmBackend:
             source = spec.dcgm
             assert source is not None  # filtered by read()
             sample = samples.get(source.field_id)
-            if sample is None or (uuid, source.field_id) in self._skip:
+            if sample is None or (uuid, sample.field_id) in self._skip:
                 continue
             decoded = decode(sample)
             if isinstance(decoded, Blank):
-                self._absent(uuid, spec, decoded, reading.errors)
+                self._absent(uuid, spec, sample.field_id, decoded, reading.errors)
                 continue
             if isinstance(decoded, str):
                 continue
@@ -706,16 +698,17 @@ class DcgmBackend:
             store(out, spec, raw, value, reading.invalid)
         drop_inconsistent(out, reading.invalid)
 
-    def _absent(self, uuid: str, spec: MetricSpec, blank: Blank, errors: dict[str, int]) -> None:
-        assert spec.dcgm is not None
+    def _absent(self, uuid: str, spec: MetricSpec, field_id: int, blank: Blank, errors: dict[str, int]) -> None:
+        """Account for a sample of ``field_id`` (the field actually read: a per-link row reads one
+        field per link) that has no value."""
         if blank.why in _QUIET:
             return
         if blank.why in _UNSUPPORTED or blank.status == ST_NOT_SUPPORTED:
             with self._lock:
-                self._skip.add((uuid, spec.dcgm.field_id))
+                self._skip.add((uuid, field_id))
             self._once(
-                f"unsupported {uuid} {spec.dcgm.field_id}", "%s: DCGM field %d (%s) is not supported; not read again "
-                "until restart", uuid, spec.dcgm.field_id, spec.name,
+                f"unsupported {uuid} {field_id}", "%s: DCGM field %d (%s) is not supported; not read again until "
+                "restart", uuid, field_id, spec.name,
             )  # fmt: skip
         elif blank.status in _PROFILING_IN_USE_STATUSES and _is_profiling(spec):
             tally(errors, "profiling_in_use")
@@ -757,5 +750,5 @@ class DcgmBackend:
                 self._adapter.disconnect()
             self._connected = False
             self._cache = None
-            self._latest_groups, self._prof_groups, self._xid_group, self._sxid_group = [], {}, "", ""
+            self._latest_groups, self._prof_groups, self._xid_group = [], {}, ""
             self._switch_readings = (0.0, ())

@@ -219,6 +219,18 @@ def test_every_label_matcher_names_a_real_label_and_value() -> None:
     assert checked > 20
 
 
+def test_alerts_drop_a_severity_label_of_their_series() -> None:
+    """An alert's own ``severity`` label would silently replace a ``severity`` label of the series it
+    selects (gpu_nvswitch_last_sxid's fatal/non_fatal): such rules aggregate it away."""
+    known = catalogue_labels()
+    checked = 0
+    for rule in alert_rules():
+        if any("severity" in known.get(metric, {}) for metric in metric_names(rule["expr"])):
+            checked += 1
+            assert re.search(r"\bwithout\s*\(\s*severity\s*\)", rule["expr"]), rule["alert"]
+    assert checked >= 1
+
+
 def _xid_selector(rule: Rule) -> tuple[str, str]:
     """The (operator, regex) of a GPUXidError rule; every selector in it must be the same."""
     selectors: set[tuple[str, str]] = set(re.findall(r'gpu_xid_errors_total\{xid(=~|!~)"([^"]*)"\}', rule["expr"]))

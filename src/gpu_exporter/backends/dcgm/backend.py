@@ -377,7 +377,7 @@ class DcgmBackend:
         mig = _fields(s for s in self._specs if s.mig and not _is_profiling(s))
         # Per-link fields: one id per link, watched for the ports the GPUs have.
         linked = [(FE_GPU, gpu) for gpu in topology.gpus.values() if topology.ports(FE_GPU, gpu)]
-        ports = {e.link for gpu in topology.gpus.values() for e in topology.ports(FE_GPU, gpu) if e.link is not None}
+        ports = {port for gpu in topology.gpus.values() for port in topology.port_numbers(FE_GPU, gpu)}
         per_link = sorted(
             {
                 s.dcgm.links[port]
@@ -388,8 +388,11 @@ class DcgmBackend:
             }
         )
         switches = [(FE_SWITCH, switch) for switch in topology.switches]
-        switch_fields = _fields(s for s in self._switch_specs if not s.per_link)
-        switch_fields = sorted({*switch_fields, *NVSWITCH_IDENTITY_FIELDS}) if self._switch_specs else []
+        switch_fields = (
+            sorted({*_fields(s for s in self._switch_specs if not s.per_link), *NVSWITCH_IDENTITY_FIELDS})
+            if self._switch_specs
+            else []
+        )
         switch_ports = [e.key for switch in topology.switches for e in topology.ports(FE_SWITCH, switch)]
         port_fields = _fields(s for s in self._switch_specs if s.per_link)
         for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
@@ -578,7 +581,7 @@ class DcgmBackend:
     def _read_switch(
         self, switch: int, latest: dict[tuple[int, int], dict[int, FieldValue]], reading: DeviceReading
     ) -> SwitchReading:
-        """One NVSwitch's identity, values, ports and SXid counts from this cycle's values."""
+        """One NVSwitch's identity, values and ports from this cycle's values."""
         samples = latest.get((FE_SWITCH, switch), {})
         identity: dict[int, int | float | str] = {}
         for field_id in NVSWITCH_IDENTITY_FIELDS:
@@ -589,30 +592,41 @@ class DcgmBackend:
         values: dict[str, float] = {}
         self._fill(values, f"nvswitch{switch}", samples, [s for s in due if not s.per_link], reading)
         port_specs = [spec for spec in due if spec.per_link]
-        ports = tuple(e.link for e in self._topology.ports(FE_SWITCH, switch) if e.link is not None)
-        port_values: dict[int, dict[str, float]] = {}
-        for port in ports:
-            own: dict[str, float] = {}
-            port_samples = latest.get((FE_LINK, link_entity_id(FE_SWITCH, switch, port)), {})
-            self._fill(
-                own, f"nvswitch{switch}/port{port}", port_samples, [s for s in port_specs if not _is_call(s)], reading
-            )
-            self._fill_states(own, (FE_SWITCH, switch, port), port_specs)
-            port_values[port] = own
+        ports = self._topology.port_numbers(FE_SWITCH, switch)
+        port_values = {
+            port: self._port_values(
+                f"nvswitch{switch}/port{port}",
+                latest.get((FE_LINK, link_entity_id(FE_SWITCH, switch, port)), {}),
+                port_specs,
+                (FE_SWITCH, switch, port),
+                reading,
+            )  # fmt: skip
+            for port in ports
+        }
         return SwitchReading(
             switch, pci_bus_id=_pci_bus_id(identity), physical_id=text(identity.get(863)), ports=ports,
             values=values, port_values=port_values,
         )  # fmt: skip
 
-    def _fill_states(self, out: dict[str, float], port: tuple[int, int, int], specs: Iterable[MetricSpec]) -> None:
-        """The link-state specs of one port: 1 while DCGM says up, 0 while down or disabled, absent
-        when the state is unknown (the status call failed)."""
+    def _port_values(
+        self,
+        name: str,
+        samples: dict[int, FieldValue],
+        specs: Sequence[MetricSpec],
+        port: tuple[int, int, int],
+        reading: DeviceReading,
+    ) -> dict[str, float]:
+        """One NVLink port's values: its field specs from ``samples`` (keyed by each spec's
+        ``field_id``), its link-state specs from the state DCGM last reported (1 up, 0 down or
+        disabled; absent when the state is unknown because the status call failed)."""
+        values: dict[str, float] = {}
+        self._fill(values, name, samples, [spec for spec in specs if not _is_call(spec)], reading)
         state = self._link_states.get(port)
-        if state is None:
-            return
-        for spec in specs:
-            if _is_call(spec):
-                out[spec.key] = 1.0 if state == LINK_STATE_UP else 0.0
+        if state is not None:
+            for spec in specs:
+                if _is_call(spec):
+                    values[spec.key] = 1.0 if state == LINK_STATE_UP else 0.0
+        return values
 
     def _group_failed(self, adapter: DcgmAdapter, name: str, err: DcgmError, errors: dict[str, int]) -> None:
         gpus = self._prof_groups.get(name)
@@ -652,15 +666,11 @@ class DcgmBackend:
         link_specs = [spec for spec in usable if spec.per_link]
         # Ports from the backend's own topology, which follows port changes (the device identity is
         # the one the sampler got at discovery).
-        ports = [e.link for e in topology.ports(FE_GPU, gpu) if e.link is not None] if link_specs else []
-        for port in ports:
-            own: dict[str, float] = {}
-            port_specs = [spec for spec in link_specs if not _is_call(spec)]
-            self._fill(
-                own, f"{device.uuid}/nvlink{port}", _port_samples(samples, port_specs, port), port_specs, reading
-            )
-            self._fill_states(own, (FE_GPU, gpu, port), link_specs)
-            reading.link_values[port] = own
+        for port in topology.port_numbers(FE_GPU, gpu) if link_specs else ():
+            reading.link_values[port] = self._port_values(
+                f"{device.uuid}/nvlink{port}", _port_samples(samples, link_specs, port), link_specs,
+                (FE_GPU, gpu, port), reading,
+            )  # fmt: skip
         mig_specs = [spec for spec in usable if spec.mig]
         for slot, mig in enumerate(device.migs):
             compute = topology.migs.get((device.uuid, slot))

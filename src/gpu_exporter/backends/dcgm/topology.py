@@ -56,6 +56,10 @@ class Topology:
         links = (e for e in self.entities if e.group == FE_LINK and e.parent == (group, owner))
         return tuple(sorted(links, key=lambda e: e.link or 0))
 
+    def port_numbers(self, group: int, owner: int) -> tuple[int, ...]:
+        """The NVLink port numbers of one GPU or NVSwitch, ascending."""
+        return tuple(e.link for e in self.ports(group, owner) if e.link is not None)
+
     @property
     def layout(self) -> frozenset[tuple[int, int, tuple[int, int] | None]]:
         """GPUs, MIG instances, NVSwitches and NVLink ports with their parents: a change means
@@ -119,7 +123,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 minor_number=text(own.get(FI_MINOR_NUMBER)),
                 mig_mode={1: "enabled", 0: "disabled"}.get(mig_mode, "") if isinstance(mig_mode, int) else "",
                 migs=tuple(migs),
-                nvlinks=tuple(e.link for e in topology.ports(FE_GPU, gpu.id) if e.link is not None),
+                nvlinks=topology.port_numbers(FE_GPU, gpu.id),
             )
         )
         topology.gpus[uuid] = gpu.id

@@ -1,4 +1,4 @@
-"""Command line: flags → Settings → app → uvicorn. The one composition root.
+"""Command line: flags → Settings → web config → app → server. The one composition root.
 
 Usage errors print one line (``gpu-exporter: error: …``) and exit 2; no traceback.
 """
@@ -6,13 +6,14 @@ Usage errors print one line (``gpu-exporter: error: …``) and exit 2; no traceb
 from __future__ import annotations
 
 import argparse
+import asyncio
+import csv
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import fields, replace
 from typing import NoReturn
-
-import uvicorn
 
 from gpu_exporter import __version__, counters
 from gpu_exporter.app import create_app
@@ -21,9 +22,13 @@ from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
 from gpu_exporter.counters import Counter
-from gpu_exporter.logs import setup
+from gpu_exporter.files import FileProblem, quote, read_text
+from gpu_exporter.logs import flush_repeats, setup
+from gpu_exporter.server import BindError, Server, listen
+from gpu_exporter.webconfig import WebConfigError, WebConfigSource
 
 USAGE_ERROR = 2
+log = logging.getLogger(__name__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,45 +93,102 @@ def parse_settings(argv: Sequence[str], env: dict[str, str]) -> Settings:
     return load(flags, collector_flags, env)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the exporter until SIGINT/SIGTERM; 2 for usage errors, 1 if the server cannot start."""
+def _one_line(message: object, limit: int = 400) -> str:
+    """An error message as one line of bounded length (a hostile file must not echo megabytes)."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _error(message: object) -> None:
+    print(f"gpu-exporter: error: {_one_line(message)}", file=sys.stderr)
+
+
+def _load_counters(path: str) -> tuple[Counter, ...]:
+    """A counters CSV read defensively (regular file, bounded, UTF-8) and parsed."""
     try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
+        return counters.parse(read_text(path), path)
+    except FileProblem as err:
+        raise counters.CountersError(f"{quote(path)} {err}; give a dcgm-exporter counters CSV") from None
+    except csv.Error as err:
+        raise counters.CountersError(f"{quote(path)}: not a CSV file ({err})") from None
+
+
+#: Settings a SIGHUP applies without a restart.
+LIVE = ("log_level", "log_format", "web_config_file", "max_connections", "header_timeout", "idle_timeout",
+        "probes_without_auth")  # fmt: skip
+
+
+def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
+    """SIGHUP: read the flags, environment and config file again, apply what can change live and
+    name what needs a restart. A bad file is logged and changes nothing."""
+    flags = {option.field: option.flag for option in OPTIONS}
+
+    def reload() -> None:
+        try:
+            new = parse_settings(argv, dict(os.environ))
+        except (ConfigError, SystemExit) as err:
+            log.error("config not reloaded, the running settings stay: %s", _one_line(err))
+            return
+        current = server.settings
+        changed = [item.name for item in fields(Settings) if getattr(new, item.name) != getattr(current, item.name)]
+        server.web.reload(new.web_config_file)
+        if new.log_level != current.log_level or new.log_format != current.log_format:
+            setup(new.log_level, new.log_format)
+        server.settings = replace(current, **{name: getattr(new, name) for name in LIVE})
+        restart = [flags.get(name, name) for name in changed if name not in LIVE]
+        if restart:
+            log.warning("changed settings that need a restart to apply: %s", ", ".join(restart))
+        log.info("reload done")
+
+    return reload
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the exporter until SIGTERM/SIGINT (exit 0); 2 for usage errors, 1 when it cannot start."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        settings = parse_settings(args, dict(os.environ))
     except ConfigError as err:
-        print(f"gpu-exporter: error: {err}", file=sys.stderr)
+        _error(err)
+        return USAGE_ERROR
+    setup(settings.log_level, settings.log_format)
+    try:
+        web = WebConfigSource(settings.web_config_file)
+    except WebConfigError as err:
+        _error(err)
         return USAGE_ERROR
     compat: tuple[Counter, ...] | None = None
     if settings.metric_names == "dcgm-exporter":
         try:
-            compat = counters.load(settings.collectors_file) if settings.collectors_file else counters.defaults()
+            compat = _load_counters(settings.collectors_file) if settings.collectors_file else counters.defaults()
         except counters.CountersError as err:
-            print(f"gpu-exporter: error: {err}", file=sys.stderr)
+            _error(err)
             return USAGE_ERROR
-    setup(settings.log_level, settings.log_format)
     if settings.kubernetes:
-        logging.getLogger(__name__).warning(
-            "--kubernetes: pod attribution is not built yet; series carry no pod labels"
-        )
+        log.warning("--kubernetes: pod attribution is not built yet; series carry no pod labels")
     try:
         chosen = select(settings)
     except BackendUnavailable as err:
-        print(f"gpu-exporter: error: {err}", file=sys.stderr)
+        _error(err)
         return 1
-    logging.getLogger(__name__).info(
-        "gpu-exporter %s listening on %s, sampling every %gs",
+    try:
+        sock = listen(settings)
+    except BindError as err:
+        _error(err)
+        return 1
+    scheme = "https" if web.config.tls is not None else "http"
+    log.info(
+        "gpu-exporter %s listening on %s (%s), sampling every %gs",
         __version__,
         settings.listen_address,
+        scheme,
         settings.collect_interval,
     )
-    config = uvicorn.Config(
-        create_app(settings, lambda _settings: chosen, compat),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-    )
-    server = uvicorn.Server(config)
-    server.run()
-    return 0 if server.started else 1
+    app = create_app(settings, lambda _settings: chosen, compat)
+    app.router.redirect_slashes = False  # no redirects: one would be built from the client's Host header
+    server = Server(app, settings, sock, web)
+    server.reload_hook = _reloader(args, server)
+    try:
+        return asyncio.run(server.run())
+    finally:
+        flush_repeats(force=True)

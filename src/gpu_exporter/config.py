@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
+from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -46,6 +44,11 @@ class Settings:
     hostname_label: str = "Hostname"
     kubernetes: bool = False
     config_file: str = ""
+    web_config_file: str = ""
+    max_connections: int = 512
+    header_timeout: float = 10.0
+    idle_timeout: float = 120.0
+    probes_without_auth: bool = False
 
     @property
     def host(self) -> str:
@@ -59,16 +62,38 @@ class Settings:
         return int(self.listen_address.rpartition(":")[2])
 
 
-def parse_duration(value: str) -> float:
+def parse_duration(value: str, low: float = MIN_INTERVAL, high: float = MAX_INTERVAL) -> float:
     """``1s``, ``500ms``, ``2m``, ``1h`` or a bare number of milliseconds (as dcgm-exporter's
-    ``-c 30000``) → seconds."""
+    ``-c 30000``) → seconds, from ``low`` to ``high``."""
     match = _DURATION.match(value.strip())
     if not match:
         raise ValueError("a duration such as 1s, 500ms, 2m or a number of milliseconds")
     seconds = float(match["number"]) * _DURATION_UNITS[match["unit"] or "ms"]
-    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
-        raise ValueError(f"a duration from {MIN_INTERVAL:g}s to {MAX_INTERVAL:g}s")
+    if not low <= seconds <= high:
+        raise ValueError(f"a duration from {low:g}s to {high:g}s")
     return seconds
+
+
+def _timeout(low: float, high: float) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        return parse_duration(value, low, high)
+
+    return parse
+
+
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        if not value.strip().isdigit() or not low <= int(value) <= high:
+            raise ValueError(f"a whole number from {low} to {high}")
+        return int(value)
+
+    return parse
+
+
+def _file_name(value: str) -> str:
+    if len(value) > 4096 or "\x00" in value:
+        raise ValueError("a file name")
+    return value
 
 
 def _listen_address(value: str) -> str:
@@ -80,9 +105,24 @@ def _listen_address(value: str) -> str:
     return value
 
 
+_LITERAL_PATH = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+RESERVED_PATHS = ("/", "/healthz", "/readyz")
+
+
 def _telemetry_path(value: str) -> str:
-    if not value.startswith("/") or value in ("/", "/healthz", "/readyz") or " " in value:
-        raise ValueError("a path starting with / other than /, /healthz and /readyz, e.g. /metrics")
+    """A literal absolute path (no route syntax such as ``{name:path}``): segments of letters,
+    digits and ``._~-``, no ``.``/``..`` segment, no trailing slash, not one of the fixed routes."""
+    segments = value.split("/")[1:]
+    if (
+        len(value) > 256
+        or not _LITERAL_PATH.match(value)
+        or any(part in (".", "..") for part in segments)
+        or value.rstrip("/") in RESERVED_PATHS
+    ):
+        raise ValueError(
+            "a literal path of letters, digits and ._~- segments such as /metrics or /gpu/metrics, "
+            "other than /, /healthz and /readyz"
+        )
     return value
 
 
@@ -181,6 +221,21 @@ OPTIONS: tuple[Option, ...] = (
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),
            "Log line format: text or json (default text).", "FORMAT"),
+    Option("--web.config.file", "web_config_file", ("web", "config-file"), _file_name,
+           "exporter-toolkit web config (YAML) for TLS, client certificates and basic auth; re-read when it "
+           "or its certificates change (see Security).", "FILE",
+           aliases=("--web-config-file",), env_aliases=("DCGM_EXPORTER_WEB_CONFIG_FILE",)),
+    Option("--web.probes-without-auth", "probes_without_auth", ("web", "probes-without-auth"), _boolean,
+           "Answer /healthz and /readyz without basic auth, for kubelet probes (default false).", "BOOL",
+           switch=True),
+    Option("--web.max-connections", "max_connections", ("web", "max-connections"), _integer(8, 65536),
+           "Most open HTTP connections, further capped below the file limit; at the cap the longest-idle "
+           "connection is closed (default 512).", "N"),
+    Option("--web.read-header-timeout", "header_timeout", ("web", "read-header-timeout"), _timeout(0.5, 300.0),
+           "Time a new connection has to complete its TLS handshake and request headers (default 10s).",
+           "DURATION"),
+    Option("--web.idle-timeout", "idle_timeout", ("web", "idle-timeout"), _timeout(0.5, 3600.0),
+           "Time a keep-alive connection may wait for its next request (default 120s).", "DURATION"),
 )  # fmt: skip
 CONFIG_FILE_FLAG = "--config.file"
 CONFIG_FILE_ENV = "GPU_EXPORTER_CONFIG_FILE"
@@ -192,32 +247,32 @@ def collector_env(name: str) -> str:
 
 
 def _parse(option_name: str, value: object, parse: Callable[[str], Any]) -> Any:
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{option_name} is a {type(value).__name__}, not a single value")
     text = str(value).lower() if isinstance(value, bool) else str(value)
     try:
         return parse(text)
     except ValueError as err:
-        raise ConfigError(f"{option_name}={text!r} is not allowed: use {err}") from None
+        raise ConfigError(f"{option_name}={quote(text)} is not allowed: use {err}") from None
 
 
 def _load_file(path: str) -> dict[str, Any]:
+    name = quote(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(
-            f"{CONFIG_FILE_FLAG}={path!r} cannot be read: {err.strerror}; give a readable YAML file"
-        ) from None
+        text = read_text(path)
+    except FileProblem as err:
+        if "cannot be read" in str(err):
+            raise ConfigError(f"{CONFIG_FILE_FLAG}={name} {err}; give a readable YAML file") from None
+        raise ConfigError(f"{CONFIG_FILE_FLAG}={name} {err}; give a YAML file of settings") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{CONFIG_FILE_FLAG}={path!r}: {problem}{where}; fix the YAML syntax") from None
+        data = load_yaml(text)
+    except FileProblem as err:
+        raise ConfigError(f"{CONFIG_FILE_FLAG}={name}: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{CONFIG_FILE_FLAG}={path!r}: the top level must be a mapping of settings")
-    return _flatten(path, data)
+        raise ConfigError(f"{CONFIG_FILE_FLAG}={name}: the top level must be a mapping of settings")
+    return _flatten(name, data)
 
 
 def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,9 +288,8 @@ def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
             elif dotted in allowed:
                 flat[dotted] = value
             else:
-                raise ConfigError(
-                    f"{CONFIG_FILE_FLAG}={path!r}: unknown key {dotted!r}; allowed keys: {', '.join(sorted(allowed))}"
-                )
+                known = ", ".join(sorted(allowed))
+                raise ConfigError(f"{CONFIG_FILE_FLAG}={path}: unknown key {quote(dotted)}; allowed keys: {known}")
 
     walk("", data)
     return flat
@@ -255,7 +309,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
         elif env_name is not None:
             values[option.field] = _parse(env_name, env[env_name], option.parse)
         elif yaml_key in from_file:
-            values[option.field] = _parse(f"{config_file}: {yaml_key}", from_file[yaml_key], option.parse)
+            values[option.field] = _parse(f"{quote(config_file)}: {yaml_key}", from_file[yaml_key], option.parse)
     enabled = set(DEFAULT_COLLECTORS)
     for name in COLLECTORS:
         file_key = f"collectors.{name}"
@@ -264,7 +318,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
         elif collector_env(name) in env:
             on = _parse(collector_env(name), env[collector_env(name)], _boolean)
         elif file_key in from_file:
-            on = _parse(f"{config_file}: {file_key}", from_file[file_key], _boolean)
+            on = _parse(f"{quote(config_file)}: {file_key}", from_file[file_key], _boolean)
         else:
             continue
         if on:

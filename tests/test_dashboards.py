@@ -1,0 +1,416 @@
+"""The Grafana dashboards in dashboards/: generated from code, valid for the SDK's Grafana schema, following
+the conventions (data source variable, no hard-coded uid, $__rate_interval, units, descriptions, runbook
+links that resolve, every metric and label from the catalogue), and every query of every panel run on a
+real Prometheus (loopback) scraping two real exporters on the fake NVML: a 4-GPU host with processes, an
+idle allocation, a saw-tooth, throttling, Xids, ECC and remap counters, a degraded link, NVLinks and a
+failing call; and a MIG host with an implausible value. DCGM-only (profiling) panels must be empty there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog.plugins import register_default_plugins
+from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
+
+from gpu_exporter.catalogue import FAMILIES
+from tests.harness import REPO, SCENARIOS, Exporter, free_port, start
+from tests.test_alerts import _MATCHER, _SELECTOR, catalogue_labels, metric_names
+
+DASHBOARDS = REPO / "dashboards"
+FILES = sorted(DASHBOARDS.glob("*.json"))
+RUNBOOKS = REPO / "docs" / "runbooks"
+RUNBOOK_BASE = "https://github.com/OWNER/gpu-exporter/blob/main/docs/runbooks"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+#: Panel types of a current Grafana (no graph, singlestat or table-old).
+PANEL_TYPES = {"row", "timeseries", "stat", "state-timeline", "heatmap", "table", "text"}
+#: Series Prometheus writes itself for every target.
+PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+#: Metrics only DCGM's profiling fields supply.
+PROFILING = {name for name, specs in FAMILIES.items() if any(spec.collector == "profiling" for spec in specs)}
+#: Plotting one of these bare in a time series means plotting the GPU's own limit beside it.
+LIMITS = {
+    "gpu_temperature_celsius": "gpu_temperature_slowdown_threshold_celsius",
+    "gpu_memory_temperature_celsius": "gpu_memory_temperature_max_operating_celsius",
+    "gpu_power_watts": "gpu_power_limit_watts",
+    "gpu_sm_clock_hertz": "gpu_sm_clock_max_hertz",
+    "gpu_memory_clock_hertz": "gpu_memory_clock_max_hertz",
+}
+EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
+
+
+@dataclass(frozen=True)
+class Panel:
+    dashboard: str
+    row: str
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.dashboard} / {self.row} / {self.data['title']}"
+
+    @property
+    def exprs(self) -> list[str]:
+        return [target["expr"] for target in self.data.get("targets", [])]
+
+    @property
+    def dcgm_only(self) -> bool:
+        return "(DCGM only)" in self.row
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def panels(path: Path) -> Iterator[Panel]:
+    row = ""
+    for data in load(path)["panels"]:
+        if data["type"] == "row":
+            row = data["title"]
+            continue
+        yield Panel(path.stem, row, data)
+
+
+def all_panels() -> list[Panel]:
+    return [panel for path in FILES for panel in panels(path)]
+
+
+# --- generated from code, valid for the schema ------------------------------------------------------------
+
+
+def test_the_expected_dashboards_exist() -> None:
+    assert {path.stem for path in FILES} == EXPECTED
+
+
+def test_committed_json_is_what_the_generator_writes() -> None:
+    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "check"], capture_output=True,
+                            text=True, timeout=120, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def _kept(original: object, decoded: object, where: str) -> None:
+    """Every key and value of ``original`` is in ``decoded`` (which may add the schema's defaults)."""
+    if isinstance(original, dict):
+        assert isinstance(decoded, dict), where
+        for key, value in original.items():
+            assert key in decoded, f"{where}/{key} is not in the schema"
+            _kept(value, decoded[key], f"{where}/{key}")
+    elif isinstance(original, list):
+        assert isinstance(decoded, list) and len(decoded) == len(original), where
+        for index, (a, b) in enumerate(zip(original, decoded, strict=True)):
+            _kept(a, b, f"{where}[{index}]")
+    else:
+        assert original == decoded, f"{where}: {original!r} became {decoded!r}"
+
+
+def test_sdk_schema_round_trip_keeps_every_field() -> None:
+    """Decoding with the SDK's Grafana 11.6 types (panel options and field config by panel plugin) and
+    encoding again loses or changes nothing: every key is one the schema knows, with a value of its type."""
+    register_default_plugins()
+    for path in FILES:
+        data = load(path)
+        again = json.loads(JSONEncoder(sort_keys=True).encode(DashboardModel.from_json(data)))
+        _kept(data, again, path.stem)
+
+
+def test_dashboards_target_a_current_grafana() -> None:
+    uids = [load(path)["uid"] for path in FILES]
+    assert len(set(uids)) == len(uids)
+    for path in FILES:
+        data = load(path)
+        assert data["schemaVersion"] >= 39, path.name  # Grafana 10.3 and later
+        ids = [panel["id"] for panel in data["panels"]]
+        assert len(set(ids)) == len(ids) and 0 not in ids, path.name
+        assert {panel["type"] for panel in data["panels"]} <= PANEL_TYPES, path.name
+
+
+def test_panels_do_not_overlap() -> None:
+    for path in FILES:
+        cells: dict[tuple[int, int], str] = {}
+        for panel in load(path)["panels"]:
+            pos = panel["gridPos"]
+            assert pos["x"] + pos["w"] <= 24, panel["title"]
+            for x in range(pos["x"], pos["x"] + pos["w"]):
+                for y in range(pos["y"], pos["y"] + pos["h"]):
+                    assert (x, y) not in cells, f"{path.name}: {panel['title']} overlaps {cells[(x, y)]}"
+                    cells[(x, y)] = panel["title"]
+
+
+def test_configmap_holds_every_dashboard() -> None:
+    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "configmap", "--namespace", "gpu"],
+                            capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    manifest = json.loads(result.stdout)
+    assert manifest["kind"] == "ConfigMap" and manifest["metadata"]["namespace"] == "gpu"
+    assert manifest["metadata"]["labels"] == {"grafana_dashboard": "1"}
+    assert {key: json.loads(value) for key, value in manifest["data"].items()} == {p.name: load(p) for p in FILES}
+
+
+# --- conventions -------------------------------------------------------------------------------------------
+
+
+def test_data_source_is_a_variable_and_no_uid_is_hard_coded() -> None:
+    for path in FILES:
+        data = load(path)
+        variables = {v["name"]: v for v in data["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+        text = path.read_text()
+        uids = set(re.findall(r'"uid": "([^"]*)"', text))
+        assert uids == {data["uid"], "${datasource}"}, path.name
+        for variable in data["templating"]["list"]:
+            if variable["type"] == "query":
+                assert variable["datasource"] == DATASOURCE
+    for panel in all_panels():
+        if panel.data["type"] == "text":
+            continue
+        assert panel.data["datasource"] == DATASOURCE, panel.name
+        assert all(target["datasource"] == DATASOURCE for target in panel.data["targets"]), panel.name
+
+
+def test_job_instance_and_gpu_variables_filter_every_selector() -> None:
+    for path in FILES:
+        names = [v["name"] for v in load(path)["templating"]["list"]]
+        assert names == ["datasource", "job", "instance", "gpu"], path.name
+    checked = 0
+    for panel in all_panels():
+        for expr in panel.exprs:
+            for metric, body in _SELECTOR.findall(expr):
+                checked += 1
+                assert 'job=~"$job"' in body and 'instance=~"$instance"' in body, f"{panel.name}: {metric}"
+                labels = catalogue_labels().get(metric, {})
+                if "gpu" in labels:
+                    assert 'gpu=~"$gpu"' in body, f"{panel.name}: {metric}"
+            bare = re.sub(r"\{[^}]*\}", "", expr)
+            assert not (metric_names(bare) - metric_names(expr)), expr
+    assert checked > 100
+
+
+def test_every_rate_uses_rate_interval_or_the_range() -> None:
+    checked = 0
+    for panel in all_panels():
+        for expr in panel.exprs:
+            for window in re.findall(r"\[([^\]]*)\]", expr):
+                checked += 1
+                assert window in ("$__rate_interval", "$__range"), f"{panel.name}: [{window}]"
+            for call in re.findall(r"\b(rate|increase|irate|delta|changes)\((.*?)\[([^\]]*)\]", expr):
+                if panel.data["type"] not in ("table", "stat"):
+                    assert call[2] == "$__rate_interval", f"{panel.name}: a time series rate over {call[2]}"
+    assert checked > 30
+
+
+def test_every_panel_has_a_description_and_a_unit() -> None:
+    for panel in all_panels():
+        assert len(panel.data.get("description", "")) > 20, panel.name
+        if panel.data["type"] != "text":
+            assert panel.data["fieldConfig"]["defaults"].get("unit"), panel.name
+            assert panel.data["targets"], panel.name
+
+
+def test_every_metric_and_label_is_in_the_catalogue() -> None:
+    known = catalogue_labels()
+    for name in PROMETHEUS_SERIES - {"up"}:
+        known[name] = {"job": None, "instance": None}
+    used: set[str] = set()
+    for panel in all_panels():
+        for expr in panel.exprs:
+            names = metric_names(expr)
+            assert names - set(known) == set(), f"{panel.name}: not exported by gpu-exporter: {names - set(known)}"
+            used |= names
+            for metric, body in _SELECTOR.findall(expr):
+                for label, op, value in _MATCHER.findall(body):
+                    assert label in known[metric], f"{panel.name}: {metric} has no label {label}"
+                    allowed = known[metric][label]
+                    if allowed is None or value.startswith("$") or (op == "=" and value == ""):
+                        continue
+                    assert set(value.split("|")) <= allowed, f"{panel.name}: {metric}{{{body}}}"
+    assert {"gpu_utilization_seconds_total", "gpu_clock_event_active", "gpu_exporter_backend_info"} <= used
+
+
+def test_dcgm_only_panels_are_in_their_own_rows_and_say_so() -> None:
+    rows = 0
+    for panel in all_panels():
+        uses_profiling = bool(set().union(*map(metric_names, panel.exprs)) & PROFILING) if panel.exprs else False
+        if panel.dcgm_only:
+            rows += 1
+            assert uses_profiling and "DCGM only" in panel.data["description"], panel.name
+        else:
+            assert not uses_profiling, f"{panel.name} uses DCGM-only metrics outside a DCGM-only row"
+    assert rows >= 3
+
+
+def test_time_series_draw_the_gpus_own_limits() -> None:
+    checked = 0
+    for panel in all_panels():
+        if panel.data["type"] != "timeseries":
+            continue
+        names = set().union(*map(metric_names, panel.exprs))
+        for expr in panel.exprs:
+            metric = expr.split("{")[0]
+            if metric in LIMITS and re.fullmatch(r"[a-z_]+\{[^}]*\}", expr):
+                checked += 1
+                assert LIMITS[metric] in names, f"{panel.name}: {metric} without {LIMITS[metric]}"
+        if any(t.get("legendFormat", "").endswith("(limit)") for t in panel.data["targets"]):
+            overrides = panel.data["fieldConfig"]["overrides"]
+            assert any(o["matcher"]["id"] == "byRegexp" for o in overrides), panel.name
+    assert checked >= 5
+
+
+def test_runbook_links_resolve() -> None:
+    linked: set[str] = set()
+    for panel in all_panels():
+        content = panel.data.get("options", {}).get("content", "")
+        for url in re.findall(r"\]\((https?://[^)]*)\)", content):
+            assert url.startswith(RUNBOOK_BASE + "/"), url
+            linked.add(url.removeprefix(RUNBOOK_BASE + "/"))
+        for name in re.findall(r"Runbooks?: ([a-z, ]+)", panel.data.get("description", "")):
+            linked |= {f"{n.strip()}.md" for n in name.split(",") if n.strip()}
+    assert len(linked) >= 15
+    missing = {name for name in linked if not (RUNBOOKS / name).is_file()}
+    assert missing == set()
+    diagnostics = [p for p in panels(DASHBOARDS / "gpu-diagnostics.json") if p.data["type"] == "text"]
+    rows = {p.row for p in panels(DASHBOARDS / "gpu-diagnostics.json") if not p.dcgm_only}
+    assert {p.row for p in diagnostics} == rows, "every Diagnostics row has a text panel saying how to read it"
+    assert all(RUNBOOK_BASE in p.data["options"]["content"] for p in diagnostics)
+
+
+# --- every query on a real Prometheus ----------------------------------------------------------------------
+
+#: Host A: the 4-GPU scenario plus processes (gpu2 held while idle, gpu1 a saw-tooth), Xids, retired-page
+#: counters and a failing fan-speed call. The fake reads the last line of a repeated key.
+HOST_A_EXTRA = """
+gpu0.process.0.pid = 4242
+gpu0.process.0.used_memory = 10737418240
+gpu1.process.0.pid = 4343
+gpu1.process.0.used_memory = 21474837504
+gpu1.utilization.gpu = 95,95,2@1
+gpu2.process.0.pid = 4444
+gpu2.process.0.used_memory = 32212256768
+gpu2.utilization.gpu = 3
+gpu2.retired_pages.single_bit = 0
+gpu2.retired_pages.double_bit = 0
+gpu2.retired_pages.pending = 0
+gpu1.error.nvmlDeviceGetFanSpeed = UNKNOWN
+"""
+#: Added to host A once Prometheus has scraped the Xid counters at 0 (the fake re-reads a changed file and
+#: delivers an Xid whose time has passed at once), so the increase is seen whatever the start-up timing.
+XIDS = "gpu3.xid = 13@0,48@0\n"
+#: Host B: the MIG scenario with an implausible memory temperature (dropped and counted).
+HOST_B_EXTRA = """
+gpu0.temperature.memory = 300
+"""
+SUBSTITUTIONS = {"$__rate_interval": "4s", "$__range": "1h", "$job": ".*", "$instance": ".*", "$gpu": ".*"}
+
+
+def expand(expr: str) -> str:
+    """The query as Grafana sends it with every variable at All (allValue ``.*``)."""
+    for name, value in SUBSTITUTIONS.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, expr
+    return expr
+
+
+def _get(port: int, path: str, **params: str) -> dict[str, Any]:
+    response = httpx.get(f"http://127.0.0.1:{port}{path}", params=params, timeout=10)
+    body: dict[str, Any] = response.json()
+    assert body.get("status") == "success", f"{params}: {body.get('error')}"
+    return body
+
+
+def _wait(port: int, promql: str, log: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if _get(port, "/api/v1/query", query=promql)["data"]["result"]:
+                return
+        except (httpx.HTTPError, ValueError, AssertionError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no result for {promql} in {seconds} s:\n{log.read_text()[-3000:]}")
+
+
+def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_path: Path) -> None:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not found: run scripts/test, which installs Debian's prometheus package"
+    host_a, host_b = tmp_path / "host-a.scn", tmp_path / "host-b.scn"
+    host_a.write_text((SCENARIOS / "h100x4.scn").read_text() + HOST_A_EXTRA)
+    host_b.write_text((SCENARIOS / "mig.scn").read_text() + HOST_B_EXTRA)
+    port = free_port()
+    exporters: list[Exporter] = []
+    log_path = tmp_path / "prometheus.log"
+    server: subprocess.Popen[bytes] | None = None
+    targets = tmp_path / "targets.json"
+    targets.write_text("[]")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - job_name: gpu-exporter\n    file_sd_configs: [{{files: ['{targets}']}}]\n"
+    )
+    try:
+        with log_path.open("wb") as log:  # Prometheus starts while the exporters do; they join by file.
+            server = subprocess.Popen(
+                [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        for scenario in (host_a, host_b):
+            exporters.append(start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "500ms",
+                                   "--collector.nvlink"))  # fmt: skip
+        written = tmp_path / "targets.new"
+        written.write_text(json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]))
+        os.replace(written, targets)
+        _wait(port, 'count(up{job="gpu-exporter"} == 1) == 2', log_path)
+        _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 0', log_path)
+        changed = tmp_path / "host-a.new"
+        changed.write_text(host_a.read_text() + XIDS)
+        os.replace(changed, host_a)
+        _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 1', log_path)
+        time.sleep(2)  # two more scrapes, so every rate window holds two samples
+
+        for path in FILES:
+            for variable in load(path)["templating"]["list"]:
+                if variable["type"] != "query":
+                    continue
+                match = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["query"])
+                assert match, variable["query"]
+                values = _get(port, f"/api/v1/label/{match[2]}/values", **{"match[]": expand(match[1])})["data"]
+                assert values, f"{path.stem}: variable {variable['name']} has no values"
+
+        now = time.time()
+
+        def check(panel: Panel, target: dict[str, Any]) -> str | None:
+            expr = expand(target["expr"])
+            if target.get("instant"):
+                result = _get(port, "/api/v1/query", query=expr, time=str(now))["data"]["result"]
+            else:
+                result = _get(port, "/api/v1/query_range", query=expr, start=str(now - 10), end=str(now),
+                              step="1")["data"]["result"]  # fmt: skip
+            if panel.dcgm_only:
+                return f"{panel.name}: DCGM-only query has data on NVML: {expr}" if result else None
+            return None if result else f"{panel.name}: no data: {expr}"
+
+        queries = [(panel, target) for panel in all_panels() for target in panel.data.get("targets", [])]
+        with ThreadPoolExecutor(4) as pool:
+            failures = [f for f in pool.map(lambda job: check(*job), queries) if f]
+        unproven = {panel.name for panel, _ in queries if panel.dcgm_only}
+        assert failures == [], "\n".join(failures)
+        assert len(unproven) >= 4
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(20)
+        for exporter in exporters:
+            exporter.stop()

@@ -3,11 +3,10 @@ pyproject's ``test`` extra; its types and builders are those of Grafana 11.6, sc
 
     python dashboards/generate.py [write]        rewrite dashboards/*.json from the definitions below
     python dashboards/generate.py check          exit 1 when a committed JSON file differs (a test runs this)
-    python dashboards/generate.py configmap [--namespace NS] [--name NAME]
-                                                 print a ConfigMap holding every dashboard, labelled for
-                                                 Grafana's dashboard sidecar (grafana_dashboard: "1")
 
-The panel content lives in ``content.py`` beside this file; this file turns it into Grafana JSON.
+The panel content lives in ``content.py`` beside this file; this file turns it into Grafana JSON. The
+Kubernetes ConfigMaps for Grafana's dashboard sidecar are made from the JSON files by
+``deploy/kubernetes/generate.py``; run it after this one.
 Conventions every panel follows (tests/test_dashboards.py checks them): the Prometheus data source is
 the ``datasource`` variable, never a uid; every selector filters by ``$job``, ``$instance`` (and
 ``$gpu`` where the series is about a GPU); every rate uses ``$__rate_interval``; every panel has a
@@ -146,8 +145,8 @@ def _panel(spec: PanelSpec) -> PanelBuilder:
 
 
 def _variables(spec: DashboardSpec) -> list[db.DatasourceVariable | db.QueryVariable]:
-    def query(name: str, label: str, expr: str) -> db.QueryVariable:
-        return (
+    def query(name: str, label: str, expr: str, all_value: str | None = ".*") -> db.QueryVariable:
+        variable = (
             db.QueryVariable(name)
             .label(label)
             .datasource(DATASOURCE)
@@ -156,13 +155,15 @@ def _variables(spec: DashboardSpec) -> list[db.DatasourceVariable | db.QueryVari
             .sort(model.VariableSort.NATURAL_ASC)
             .multi(True)
             .include_all(True)
-            .all_value(".*")
             .current(model.VariableOption(selected=True, text=["All"], value=["$__all"]))
         )
+        return variable.all_value(all_value) if all_value is not None else variable
 
     return [
         db.DatasourceVariable("datasource").label("Data source").type("prometheus"),
-        query("job", "Job", "label_values(gpu_exporter_build_info, job)"),
+        # All jobs means every job with a gpu-exporter in it (so that up{job=~"$job"} is only theirs); within
+        # them, All nodes and GPUs is ".*", which keeps the queries short on a large fleet.
+        query("job", "Job", "label_values(gpu_exporter_build_info, job)", all_value=None),
         query("instance", "Node", 'label_values(gpu_exporter_build_info{job=~"$job"}, instance)'),
         query("gpu", "GPU", 'label_values(gpu_info{job=~"$job", instance=~"$instance"}, gpu)'),
     ]
@@ -222,27 +223,10 @@ def outputs() -> dict[Path, str]:
     return {HERE / f"{spec.file}.json": render(spec) for spec in DASHBOARDS}
 
 
-def configmap(namespace: str, name: str) -> str:
-    """A ConfigMap with every dashboard as a data key, for Grafana's dashboard sidecar (JSON is valid YAML)."""
-    data = {f"{spec.file}.json": render(spec) for spec in DASHBOARDS}
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"grafana_dashboard": "1"}},
-        "data": data,
-    }
-    return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dashboards/generate.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", default="write", choices=("write", "check", "configmap"))
-    parser.add_argument("--namespace", default="monitoring", help="ConfigMap namespace (configmap only)")
-    parser.add_argument("--name", default="gpu-exporter-dashboards", help="ConfigMap name (configmap only)")
+    parser.add_argument("command", nargs="?", default="write", choices=("write", "check"))
     args = parser.parse_args(argv)
-    if args.command == "configmap":
-        sys.stdout.write(configmap(args.namespace, args.name))
-        return 0
     stale = [path for path, content in outputs().items() if not path.exists() or path.read_text() != content]
     if args.command == "check":
         for path in stale:
@@ -257,4 +241,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["DASHBOARDS", "DashboardSpec", "PanelSpec", "Query", "RowSpec", "build", "configmap", "render"]
+__all__ = ["DASHBOARDS", "DashboardSpec", "PanelSpec", "Query", "RowSpec", "build", "render"]

@@ -37,6 +37,7 @@ import bcrypt
 import h11
 
 from gpu_exporter.config import Settings
+from gpu_exporter.logs import flush_repeats
 from gpu_exporter.webconfig import WebConfig, WebConfigSource
 
 log = logging.getLogger(__name__)
@@ -191,11 +192,13 @@ class Server:
         ):
             loop.add_signal_handler(signum, handler, signum)
         accepting = asyncio.create_task(self._accept_loop())
+        housekeeping = asyncio.create_task(self._housekeeping())
         await self.stopping.wait()
         log.info("received %s: shutting down", self.signal_name)
-        accepting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await accepting
+        for task in (accepting, housekeeping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         self.sock.close()
         for connection in list(self.connections):
             if connection.idle_since is not None:
@@ -239,6 +242,14 @@ class Server:
             self.reload_hook()
         else:
             self.web.reload()
+
+    async def _housekeeping(self) -> None:
+        """Every second: notice changed web config files even without traffic, and report
+        aggregated log lines whose window ended."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.web.current()
+            flush_repeats()
 
     # -- accepting -----------------------------------------------------------------------------
 

@@ -107,7 +107,8 @@ class _Reader:
         self.files: list[str] = [path]
 
     def fail(self, key: str, problem: str) -> WebConfigError:
-        return WebConfigError(f"{FLAG}={quote(self.path)}: {key} {problem}")
+        joiner = "" if problem.startswith("=") else " "
+        return WebConfigError(f"{FLAG}={quote(self.path)}: {key}{joiner}{problem}")
 
     def mapping(self, key: str, value: object, allowed: tuple[str, ...] | None) -> dict[str, Any]:
         if value is None:

@@ -55,8 +55,8 @@ COPY --from=build /opt/gpu-exporter /opt/gpu-exporter
 # dcgm-exporter's counters file at the path NVIDIA's image and Helm chart use (`-f` with that path works).
 COPY --from=build /out/etc/dcgm-exporter/default-counters.csv /etc/dcgm-exporter/default-counters.csv
 EXPOSE 9400
-# uvicorn shuts down on SIGTERM (also as PID 1, where it installs its own handler): a stop takes
-# well under a second.
+# The exporter handles SIGTERM itself (also as PID 1, where an unhandled SIGTERM would be ignored)
+# and shuts down in well under a second; no init process is needed.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["gpu-exporter"]
 

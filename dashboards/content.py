@@ -23,6 +23,11 @@ GPU = "{{instance}} GPU {{gpu}}"
 #: A note every DCGM-only panel carries in its description (a test checks it).
 DCGM_ONLY = "DCGM only (--collector.profiling on the DCGM backend); NVML cannot measure this, so it is empty there."
 NVLINK_NOTE = "Needs --collector.nvlink (off by default)."
+#: The same note for NVSwitch panels.
+NVSWITCH_ONLY = (
+    "DCGM only (--collector.nvswitch on the DCGM backend); NVML cannot see NVSwitches, so it is empty there."
+)
+SWITCH = "{{instance}} switch {{nvswitch}}"
 #: Matchers used inside f-strings (Python 3.11 allows no backslash there).
 WHOLE = 'gpu_instance=""'
 MIGDEV = 'gpu_instance!=""'
@@ -274,9 +279,11 @@ NODE = DashboardSpec(
                limit(g("gpu_bar1_memory_total_bytes"), "BAR1"), min=0),
         )),
         RowSpec("Thermals", (
-            ts("Core temperature", "GPU core temperature against its own slowdown and shutdown thresholds "
-               "(dashed). Runbooks: gputemperaturehigh, gputhermalthrottling.", "celsius",
-               q(g("gpu_temperature_celsius")), limit(g("gpu_temperature_slowdown_threshold_celsius"), "slowdown"),
+            ts("Core temperature", "GPU core temperature against its own maximum operating temperature and "
+               "slowdown and shutdown thresholds (dashed). Runbooks: gputemperaturehigh, gputhermalthrottling.",
+               "celsius",
+               q(g("gpu_temperature_celsius")), limit(g("gpu_temperature_max_operating_celsius"), "max operating"),
+               limit(g("gpu_temperature_slowdown_threshold_celsius"), "slowdown"),
                limit(g("gpu_temperature_shutdown_threshold_celsius"), "shutdown"), width=8),
             ts("Memory temperature", "HBM temperature against its maximum operating temperature (dashed), where "
                "the GPU reports it. Runbook: gpumemorytemperaturehigh.", "celsius",
@@ -286,8 +293,10 @@ NODE = DashboardSpec(
                "percentunit", q(g("gpu_fan_speed_ratio")), min=0, max=1, width=8),
         )),
         RowSpec("Power", (
-            ts("Power draw", "Board power against the enforced limit (dashed). Runbook: gpupowerthrottling.",
-               "watt", q(g("gpu_power_watts")), limit(g("gpu_power_limit_watts")), min=0),
+            ts("Power draw", "Board power against the enforced limit and the board's default limit (dashed): "
+               "an enforced limit below the default is a lowered cap. Runbook: gpupowerthrottling.",
+               "watt", q(g("gpu_power_watts")), limit(g("gpu_power_limit_watts"), "enforced"),
+               limit(g("gpu_power_default_limit_watts"), "default"), min=0),
             ts("Average power from energy", "Average power over each interval from the energy counter: unlike "
                "the gauge it misses no peak between scrapes.", "watt",
                q(f"rate({g('gpu_energy_joules_total')}[{RI}])"), min=0),
@@ -357,6 +366,9 @@ NODE = DashboardSpec(
                "life, by cause.", "none",
                q(g("gpu_remapped_rows_total"), GPU + " rows {{cause}}"),
                q(g("gpu_retired_pages_total"), GPU + " pages {{cause}}"), min=0, width=8),
+            timeline("ECC mode", "Whether ECC is enabled (current mode); with it off, memory errors go "
+                     "undetected.", q(g("gpu_ecc_mode_enabled")), states=(("0", "off", "orange"), ("1", "on", "green")),
+                     width=8),
             timeline("Reset or service needed", "Row remap pending (reset to apply), row remap failed (service) "
                      "and pages pending retirement. Runbooks: gpurowremappending, gpurowremapfailure.",
                      q(g("gpu_row_remap_pending"), GPU + " remap pending"),
@@ -379,6 +391,28 @@ NODE = DashboardSpec(
                q(g("gpu_pcie_receive_with_headers_bytes_per_second"), GPU + " PCIe receive"),
                q(g("gpu_nvlink_transmit_bytes_per_second"), GPU + " NVLink transmit"),
                q(g("gpu_nvlink_receive_bytes_per_second"), GPU + " NVLink receive"), min=0, width=8),
+        ), dcgm_only=True),
+        RowSpec("NVSwitch (DCGM only)", (
+            ts("NVSwitch temperature", f"Switch die temperature against its own slowdown and shutdown thresholds "
+               f"(dashed). {NVSWITCH_ONLY} Runbook: gpunvswitchtemperaturehigh.", "celsius",
+               Query(n("gpu_nvswitch_temperature_celsius"), SWITCH),
+               Query(n("gpu_nvswitch_temperature_slowdown_threshold_celsius"), SWITCH + " slowdown (limit)"),
+               Query(n("gpu_nvswitch_temperature_shutdown_threshold_celsius"), SWITCH + " shutdown (limit)"),
+               width=8),
+            ts("NVSwitch power", f"Switch power draw by supply rail. {NVSWITCH_ONLY}",
+               "watt", Query(n("gpu_nvswitch_power_watts"), SWITCH + " {{rail}}"), min=0, width=8),
+            table("NVSwitch identity, SXid and reset", f"Each switch's PCI bus id and physical id, the latest SXid "
+                  f"DCGM holds by severity, and whether it needs a reset. {NVSWITCH_ONLY} Runbook: "
+                  "gpunvswitchfatalerror.", "none", n("gpu_nvswitch_info"), n("gpu_nvswitch_last_sxid"),
+                  n("gpu_nvswitch_reset_required"), width=8),
+            timeline("NVSwitch ports", f"1 while each switch port's NVLink is active. {NVSWITCH_ONLY} Runbook: "
+                     "gpunvswitchportdown.", Query(n("gpu_nvswitch_nvlink_up"), SWITCH + " port {{nvlink}}"),
+                     states=UP_STATES, width=12),
+            ts("NVSwitch port errors", f"Errors per port and type per interval. {NVSWITCH_ONLY}", "none",
+               Query(f"increase({n('gpu_nvswitch_nvlink_errors_total')}[{RI}])", SWITCH + " port {{nvlink}} {{type}}"),
+               bars=True, min=0, width=12),
+            ts("NVSwitch core voltage", f"Switch core supply voltage. {NVSWITCH_ONLY}", "volt",
+               Query(n("gpu_nvswitch_voltage_volts"), SWITCH), width=24, height=6),
         ), dcgm_only=True),
     ),
 )  # fmt: skip

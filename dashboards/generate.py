@@ -23,7 +23,7 @@ from pathlib import Path
 
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import heatmap, stat, statetimeline, table, text, timeseries
-from grafana_foundation_sdk.builders.common import LineStyle, StackingConfig, VizLegendOptions
+from grafana_foundation_sdk.builders.common import LineStyle, ReduceDataOptions, StackingConfig, VizLegendOptions
 from grafana_foundation_sdk.builders.prometheus import Dataquery
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
@@ -109,7 +109,12 @@ def _panel(spec: PanelSpec) -> PanelBuilder:
             )  # fmt: skip
         panel = ts
     elif spec.kind == "stat":
-        panel = stat.Panel().graph_mode(common.BigValueGraphMode.NONE).color_mode(common.BigValueColorMode.VALUE)
+        panel = (
+            stat.Panel()
+            .graph_mode(common.BigValueGraphMode.NONE)
+            .color_mode(common.BigValueColorMode.VALUE)
+            .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        )
     elif spec.kind == "table":
         panel = table.Panel()
         if len(targets) > 1:
@@ -121,7 +126,17 @@ def _panel(spec: PanelSpec) -> PanelBuilder:
         panel = (
             heatmap.Panel()
             .calculate(False)
-            .color(heatmap.HeatmapColorOptions().mode(HeatmapColorMode.SCHEME).scheme("Oranges").min(0).max(1))
+            .color(
+                heatmap.HeatmapColorOptions()
+                .mode(HeatmapColorMode.SCHEME)
+                .scheme("Oranges")
+                .fill("dark-orange")
+                .exponent(0.5)
+                .steps(64)
+                .min(0)
+                .max(1)
+            )
+            .filter_values(heatmap.FilterValueRange())  # keep 0 cells: an idle GPU is information
             .cell_values(heatmap.CellValues().unit(spec.unit))
             .y_axis(heatmap.YAxisConfig().unit("none"))
             .show_value(common.VisibilityMode.NEVER)

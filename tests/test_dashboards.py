@@ -26,7 +26,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
-from gpu_exporter.catalogue import FAMILIES
+from gpu_exporter.catalogue import FAMILIES, SWITCH_METRICS
 from tests.harness import REPO, SCENARIOS, Exporter, free_port, start
 from tests.test_alerts import _MATCHER, _SELECTOR, catalogue_labels, metric_names
 
@@ -39,8 +39,9 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 PANEL_TYPES = {"row", "timeseries", "stat", "state-timeline", "heatmap", "table", "text"}
 #: Series Prometheus writes itself for every target.
 PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-#: Metrics only DCGM's profiling fields supply.
-PROFILING = {name for name, specs in FAMILIES.items() if any(spec.collector == "profiling" for spec in specs)}
+#: Metrics only DCGM supplies: its profiling fields and the NVSwitches (NVML cannot see them).
+DCGM_ONLY = {name for name, specs in FAMILIES.items() if any(spec.collector == "profiling" for spec in specs)}
+DCGM_ONLY |= {spec.name for spec in SWITCH_METRICS} | {"gpu_nvswitch_info"}
 #: Plotting one of these bare in a time series means plotting the GPU's own limit beside it.
 LIMITS = {
     "gpu_temperature_celsius": "gpu_temperature_slowdown_threshold_celsius",
@@ -48,6 +49,7 @@ LIMITS = {
     "gpu_power_watts": "gpu_power_limit_watts",
     "gpu_sm_clock_hertz": "gpu_sm_clock_max_hertz",
     "gpu_memory_clock_hertz": "gpu_memory_clock_max_hertz",
+    "gpu_nvswitch_temperature_celsius": "gpu_nvswitch_temperature_slowdown_threshold_celsius",
 }
 EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
 
@@ -233,12 +235,12 @@ def test_every_metric_and_label_is_in_the_catalogue() -> None:
 def test_dcgm_only_panels_are_in_their_own_rows_and_say_so() -> None:
     rows = 0
     for panel in all_panels():
-        uses_profiling = bool(set().union(*map(metric_names, panel.exprs)) & PROFILING) if panel.exprs else False
+        uses_dcgm_only = bool(set().union(*map(metric_names, panel.exprs)) & DCGM_ONLY) if panel.exprs else False
         if panel.dcgm_only:
             rows += 1
-            assert uses_profiling and "DCGM only" in panel.data["description"], panel.name
+            assert uses_dcgm_only and "DCGM only" in panel.data["description"], panel.name
         else:
-            assert not uses_profiling, f"{panel.name} uses DCGM-only metrics outside a DCGM-only row"
+            assert not uses_dcgm_only, f"{panel.name} uses DCGM-only metrics outside a DCGM-only row"
     assert rows >= 3
 
 

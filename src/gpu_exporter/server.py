@@ -258,9 +258,11 @@ class Server:
         pause = 0.01
         while True:
             self.cap = min(self.cap, connection_cap(self.settings.max_connections))
-            if len(self.connections) >= self.cap and not self._evict():
-                self.slot_freed.clear()
-                await self.slot_freed.wait()
+            if len(self.connections) >= self.cap:
+                if not self._evict():
+                    self.slot_freed.clear()
+                    await self.slot_freed.wait()
+                await asyncio.sleep(0)  # let the evicted connection's socket close before accepting
                 continue
             try:
                 client, address = await loop.sock_accept(self.sock)
@@ -380,11 +382,18 @@ class Server:
         request: h11.Request | None = None
         body = bytearray()
         started = False
+        head = 0
         while True:
             event = http.next_event()
             if event is h11.NEED_DATA:
                 async with asyncio.timeout_at(deadline):
                     data = await reader.read(65536)
+                if not data:  # the client hung up: nothing to answer, nothing worth a log line
+                    return None, b""
+                if request is None:
+                    head += len(data)
+                    if head > MAX_HEADER_BYTES + 65536:  # h11 bounds incomplete heads; this bounds whole ones
+                        raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
                 if not started and data:
                     started = True
                     deadline = min(deadline, loop.time() + self.settings.header_timeout)
@@ -392,6 +401,8 @@ class Server:
                 continue
             if isinstance(event, h11.Request):
                 request = event
+                if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
+                    raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > MAX_BODY_BYTES:

@@ -14,6 +14,8 @@ and ``watch_errors`` (a status call or a group's watch that fails).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -109,6 +111,8 @@ class FakeDcgm:
     watch_errors: dict[str, int] = field(default_factory=dict)  # group-name suffix → status its watch fails with
     link_state_calls: int = 0
     clock_us: int = 1_700_000_000_000_000
+    hang: dict[tuple[int, int], float] = field(default_factory=dict)  # entity → seconds latest_of sleeps
+    threads: set[str] = field(default_factory=set)  # names of the threads that called the engine
 
     # building the host ---------------------------------------------------------------------
     def add_gpu(self, gpu_id: int, fields: dict[int, Raw], profiling: frozenset[int] | int = frozenset()) -> None:
@@ -166,6 +170,7 @@ class FakeDcgm:
 
     # the adapter protocol ------------------------------------------------------------------
     def _check(self) -> None:
+        self.threads.add(threading.current_thread().name)
         if self.down or not self.connected:
             raise DcgmConnectionLost(
                 ST_CONNECTION_NOT_VALID, "The connection to the host engine is not valid any longer"
@@ -242,6 +247,21 @@ class FakeDcgm:
             raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
         self.latest_calls += 1
         return [self._sample(entity, field_id) for entity in watch.entities for field_id in watch.fields]
+
+    def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
+        self._check()
+        for entity in entities:
+            if entity in self.hang:
+                time.sleep(self.hang[entity])
+        self.latest_calls += 1
+        watched = {(e, f) for watch in self.watches.values() for e in watch.entities for f in watch.fields}
+        return [
+            self._sample(entity, field_id)
+            if (entity, field_id) in watched
+            else FieldValue(entity[0], entity[1], field_id, "i", ST_NOT_WATCHED, 0, INT64_BLANK)
+            for entity in entities
+            for field_id in field_ids
+        ]
 
     def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
         self._check()

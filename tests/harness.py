@@ -133,7 +133,7 @@ def value(parsed: dict[str, dict[Labels, float]], metric: str, /, **labels: str)
 #: Lines whose values change from run to run; the one documented filter for golden files.
 VOLATILE = re.compile(
     r"^(gpu_exporter_sample_duration_seconds|gpu_exporter_last_sample_timestamp_seconds"
-    r"|gpu_exporter_device_read_duration_seconds|gpu_utilization_seconds_total"
+    r"|gpu_exporter_device_read_duration_seconds|gpu_exporter_collector_duration_seconds|gpu_utilization_seconds_total"
     r"|gpu_idle_while_allocated_seconds_total)(\{[^}]*\})? .*$"
     r"|^(gpu_exporter_build_info\{.*)python_version=\"[^\"]*\"(.*)$",
     re.MULTILINE,

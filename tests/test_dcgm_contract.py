@@ -198,16 +198,16 @@ def test_unknown_group_and_bad_address_raise_typed_errors(adapter: tuple[DcgmAda
 def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole path with the real adapter (stub bindings underneath): values, MIG and Xids."""
     from gpu_exporter.backends.dcgm import DcgmBackend
-    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs, enabled_switch_specs
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
     from gpu_exporter.sampler import Sampler
     from tests.harness import samples, value
 
     _forget_bindings()
     monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
     collectors = DEFAULT_COLLECTORS | {"profiling", "nvlink", "nvswitch"}
-    specs, switch_specs = enabled_specs(collectors), enabled_switch_specs(collectors)
-    backend = DcgmBackend(load_adapter, specs, 3600.0, switch_specs=switch_specs)
-    sampler = Sampler(backend, specs, 3600.0, "stub", watch_events=True, switch_specs=switch_specs)
+    specs = enabled_specs(collectors)
+    backend = DcgmBackend(load_adapter, specs, 3600.0)
+    sampler = Sampler(backend, specs, 3600.0, "stub", watch_events=True)
     try:
         first = samples(sampler.run_cycle().rendered.text.decode())
         import dcgm_agent  # the stub engine, as the adapter imported it

@@ -9,10 +9,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics import exposition as openmetrics_format
 from prometheus_client.registry import Collector
 
-from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity, XidTally
+from gpu_exporter import model
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.catalogue import METRICS
 from gpu_exporter.exposition import choose, encode, render
 from gpu_exporter.families import device_families, self_families
+from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.snapshot import DeviceView, SelfStats
 
 
@@ -32,15 +34,13 @@ def _families() -> list[Metric]:
             migs=(MigIdentity(1, 0, "1g.5gb", "MIG-1", "x MIG 1g.5gb"),), nvlinks=(0, 1),
         )  # fmt: skip
         values = {spec.key: 1.5 * index + 0.1 for spec in METRICS if not spec.per_link}
-        devices.append(
-            DeviceView(
-                identity,
-                True,
-                values,
-                mig_values={0: {spec.key: 3.0 for spec in METRICS if spec.mig}},
-                link_values={0: {spec.key: 7.0 for spec in METRICS if spec.per_link}},
-            )  # fmt: skip
-        )
+        mig = model.mig(index, identity.uuid, 1, 0, "1g.5gb", "MIG-1", "x MIG 1g.5gb")
+        samples = {
+            model.gpu(index, identity.uuid): values,
+            model.nvlink(index, identity.uuid, 0): {spec.key: 7.0 for spec in METRICS if spec.per_link},
+            mig: {spec.key: 3.0 for spec in METRICS if spec.mig},
+        }
+        devices.append(DeviceView(identity, True, samples))
     stats = SelfStats("0.1.0", "nvml", True, "requested", 1.0, 0.01, 1.7e9, {"unknown": 2}, {"x": 1})
     events = {"GPU-1": XidTally({79: 1}, {}, 1.7e9, 79, ())}
     families = [*device_families(METRICS, HostIdentity("550.54.15"), devices, events), *self_families(stats, devices)]

@@ -77,7 +77,7 @@ def _dcgm_fabric() -> str:
     (one with a port down, one with a blank temperature and a fatal SXid), one cycle in process."""
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.backends.dcgm.values import INT64_BLANK
-    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs, enabled_switch_specs
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
     from gpu_exporter.sampler import Sampler
     from tests.dcgmfake import from_scenario, int64
 
@@ -93,9 +93,9 @@ def _dcgm_fabric() -> str:
         errors = {784: int64(12), 785: int64(0), 786: int64(0), 787: int64(3)}
         fake.add_nvswitch(switch, [0, 1], fields, down_ports=[2] if switch == 0 else [], port_fields={0: errors})
     collectors = DEFAULT_COLLECTORS | {"nvlink", "nvswitch"}
-    specs, switch_specs = enabled_specs(collectors), enabled_switch_specs(collectors)
-    backend = DcgmBackend(lambda: fake, specs, 3600.0, switch_specs=switch_specs)
-    sampler = Sampler(backend, specs, 3600.0, "golden", watch_events=True, switch_specs=switch_specs)
+    specs = enabled_specs(collectors)
+    backend = DcgmBackend(lambda: fake, specs, 3600.0)
+    sampler = Sampler(backend, specs, 3600.0, "golden", watch_events=True)
     try:
         return sampler.run_cycle().rendered.text.decode()
     finally:

@@ -22,7 +22,7 @@ from starlette.routing import Route
 from gpu_exporter import __version__
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
-from gpu_exporter.catalogue import enabled_specs, enabled_switch_specs
+from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import compat_renderer, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
@@ -49,8 +49,12 @@ def create_app(
         backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
         specs = enabled_specs(settings.collectors)
-        if backend.name != "dcgm" and "nvswitch" in settings.collectors:
-            log.warning("--collector.nvswitch needs the DCGM backend (NVML cannot see NVSwitches): no NVSwitch series")
+        fabric = [spec for spec in specs if spec.root == "fabric"]
+        if fabric and not any(spec.source(backend.name) for spec in fabric):
+            log.warning(
+                "--collector.nvswitch needs the DCGM backend (%s cannot see NVSwitches): no NVSwitch series",
+                backend.name,
+            )
         watch_events = "xid" in settings.collectors
         renderer = None
         if compat is not None:
@@ -60,7 +64,6 @@ def create_app(
             )
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
-            switch_specs=enabled_switch_specs(settings.collectors),
         )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.

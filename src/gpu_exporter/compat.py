@@ -21,11 +21,13 @@ from fractions import Fraction
 
 from prometheus_client.core import Metric
 
-from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity, XidTally
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, XID_CODES, MetricSpec, scaled
 from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import render_text
 from gpu_exporter.families import self_families
+from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.snapshot import DeviceView, Frame, Rendered
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ def plan(
                 reason = "the clock_events collector is disabled"
         elif counter.field in enabled and _supplied(enabled[counter.field], backend):
             spec = enabled[counter.field]
-            source = spec.nvml if backend == "nvml" else spec.dcgm
+            source = spec.source(backend)
             items.append(_Item(counter, spec, source.scale if source is not None else ONE))
         elif counter.field in known:
             spec = known[counter.field]
@@ -123,7 +125,7 @@ def plan(
 
 
 def _supplied(spec: MetricSpec, backend: str) -> bool:
-    return (spec.nvml if backend == "nvml" else spec.dcgm) is not None or spec.derived_from is not None
+    return spec.source(backend) is not None or spec.derive is not None
 
 
 def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
@@ -137,7 +139,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     return render_compat
 
 
-def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: MigIdentity | None) -> Labels:
+def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: Entity | None) -> Labels:
     labels = [
         ("gpu", str(device.index)),
         ("UUID", device.uuid),
@@ -146,7 +148,8 @@ def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: M
         ("modelName", device.name),
     ]
     if mig is not None:
-        labels += [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gpu_instance))]
+        own = dict(mig.labels)
+        labels += [("GPU_I_PROFILE", own["profile"]), ("GPU_I_ID", own["gpu_instance"])]
     labels.append((compat.hostname_label, compat.hostname))
     labels += [(name, _LABEL_FIELDS[name](host, device)) for name in compat.label_fields]
     return labels
@@ -166,7 +169,7 @@ def _family_text(item: _Item, compat: CompatPlan, frame: Frame) -> str:
         elif counter.field == _XID_COUNT and frame.events is not None:
             samples += _xid_counts(frame.events.get(device.identity.uuid, XidTally()), base, frame.wall_time)
         elif counter.field == _CLOCK_COUNT:
-            samples += _clock_counts(frame.clock_activations.get(device.identity.uuid, {}), base, frame.wall_time)
+            samples += _clock_counts(frame.windows.get(device.identity.uuid, {}), base, frame.wall_time)
     return _text(counter.field, counter.type, counter.help, samples)
 
 
@@ -190,10 +193,10 @@ def _values(
     if value is not None:
         yield base, _in_dcgm_unit(item, value)
     if spec.mig:
-        for slot, mig in enumerate(device.identity.migs):
-            mig_value = device.mig_values.get(slot, {}).get(spec.key)
+        for entity, values in device.samples.items():
+            mig_value = values.get(spec.key) if entity.kind == "mig" else None
             if mig_value is not None:
-                yield _base(compat, host, device.identity, mig), _in_dcgm_unit(item, mig_value)
+                yield _base(compat, host, device.identity, entity), _in_dcgm_unit(item, mig_value)
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:

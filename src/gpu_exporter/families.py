@@ -1,8 +1,9 @@
-"""Turn one cycle's device views and self-state into Prometheus metric families.
+"""Turn one cycle's frame into Prometheus metric families, in one loop over catalogue rows and
+entities.
 
 Pure functions: no vendor calls, no clocks. Families come out in catalogue order (identity first,
-self-metrics last), each sample labelled ``gpu`` and ``uuid`` (and the MIG labels for MIG devices).
-Names, types, units and help all come from the catalogue.
+self-metrics last). A row's sample for an entity carries the entity's labels, then the row's
+variant labels; names, types, units and help all come from the catalogue.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ from collections.abc import Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from gpu_exporter.backends.base import HostIdentity, SwitchReading, XidTally
-from gpu_exporter.catalogue import FIXED, LINK_LABEL, MIG_LABELS, XID_CODES, MetricSpec
-from gpu_exporter.snapshot import DeviceView, SelfStats
+from gpu_exporter.backends.base import HostIdentity
+from gpu_exporter.catalogue import FIXED, XID_CODES, MetricSpec
+from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.events import XidTally
+from gpu_exporter.snapshot import DeviceView, Samples, SelfStats
+
+#: The ``*_info`` family of each entity kind that has one.
+_INFO_OF = {"mig": "gpu_mig_info", "nvswitch": "gpu_nvswitch_info"}
 
 
 def _family(name: str, kind: str, unit: str, help_text: str) -> Metric:
@@ -39,16 +45,36 @@ def _labelled(name: str, values: Sequence[str], value: float, family: Metric) ->
     _add(family, dict(zip(FIXED[name].labels, values, strict=True)), value)
 
 
+def entity_families(specs: Sequence[MetricSpec], groups: Sequence[Samples], info: Mapping[str, Metric]) -> list[Metric]:
+    """One family per row of ``specs``: for each group of entities (one GPU and what is under it, or
+    one NVSwitch and its ports), each row in table order, then each entity of a kind the row
+    describes that has a value. ``info`` families get one sample per entity of their kind."""
+    by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
+    for entities in groups:
+        for entity in entities:
+            name = _INFO_OF.get(entity.kind, "")
+            if name in info:
+                _add(info[name], dict(entity.labels + entity.info), 1)
+        for spec in specs:
+            family = by_name[spec.name]
+            for entity, values in entities.items():
+                if entity.kind in spec.entities:
+                    value = values.get(spec.key)
+                    if value is not None:
+                        _add(family, dict(entity.labels + spec.variant), value)
+    return list(by_name.values())
+
+
 def device_families(
     specs: Sequence[MetricSpec],
     host: HostIdentity,
     devices: Sequence[DeviceView],
     events: Mapping[str, XidTally] | None = None,
 ) -> list[Metric]:
-    """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per catalogue spec, and the event
+    """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per GPU-rooted row, and the event
     counters when ``events`` is given (Xid collector enabled)."""
     info, up, mig_info = _fixed("gpu_info"), _fixed("gpu_up"), _fixed("gpu_mig_info")
-    by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
+    rows = [spec for spec in specs if spec.root == "gpu"]
     for device in devices:
         ident = device.identity
         base = {"gpu": str(ident.index), "uuid": ident.uuid}
@@ -56,28 +82,20 @@ def device_families(
                     ident.vbios_version, ident.board_part_number, ident.minor_number, ident.mig_mode)  # fmt: skip
         _labelled("gpu_info", (*base.values(), *identity), 1, info)
         _add(up, base, 1 if device.up else 0)
-        for spec in specs:
-            if spec.per_link:
-                for link in sorted(device.link_values):
-                    value = device.link_values[link].get(spec.key)
-                    if value is not None:
-                        _add(by_name[spec.name], {**base, LINK_LABEL: str(link), **dict(spec.variant)}, value)
-                continue
-            value = device.values.get(spec.key)
-            if value is not None:
-                _add(by_name[spec.name], {**base, **dict(spec.variant)}, value)
-        for slot, mig in enumerate(ident.migs):
-            ids = (str(mig.gpu_instance), str(mig.compute_instance), mig.profile)
-            mig_labels = {**base, **dict(zip(MIG_LABELS, ids, strict=True))}
-            _labelled("gpu_mig_info", (*mig_labels.values(), mig.uuid, mig.name), 1, mig_info)
-            values = device.mig_values.get(slot, {})
-            for spec in specs:
-                if spec.mig and spec.key in values:
-                    _add(by_name[spec.name], {**mig_labels, **dict(spec.variant)}, values[spec.key])
-    families = [info, up, mig_info, *by_name.values()]
+    families = [info, up, mig_info, *entity_families(rows, [d.samples for d in devices], {"gpu_mig_info": mig_info})]
     if events is not None:
         families.extend(event_families(devices, events))
     return families
+
+
+def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric]:
+    """``gpu_nvswitch_info`` and one family per fabric-rooted row (NVSwitches and their ports)."""
+    info = _fixed("gpu_nvswitch_info")
+    groups: dict[str, dict[Entity, Mapping[str, float]]] = {}
+    for entity, values in fabric.items():  # one group per switch: the switch, then its ports
+        groups.setdefault(dict(entity.labels).get("nvswitch", ""), {})[entity] = values
+    rows = [spec for spec in specs if spec.root == "fabric"]
+    return [info, *entity_families(rows, list(groups.values()), {"gpu_nvswitch_info": info})]
 
 
 def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
@@ -102,29 +120,9 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
     return [xids, last, ecc]
 
 
-def switch_families(specs: Sequence[MetricSpec], switches: Sequence[SwitchReading]) -> list[Metric]:
-    """``gpu_nvswitch_info`` and one family per NVSwitch spec (port specs once per port, labelled
-    ``nvlink``)."""
-    info = _fixed("gpu_nvswitch_info")
-    by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
-    for switch in switches:
-        base = {"nvswitch": str(switch.switch)}
-        _labelled("gpu_nvswitch_info", (base["nvswitch"], switch.pci_bus_id, switch.physical_id), 1, info)
-        for spec in specs:
-            if not spec.per_link:
-                value = switch.values.get(spec.key)
-                if value is not None:
-                    _add(by_name[spec.name], {**base, **dict(spec.variant)}, value)
-                continue
-            for port in switch.ports:
-                value = switch.port_values.get(port, {}).get(spec.key)
-                if value is not None:
-                    _add(by_name[spec.name], {**base, LINK_LABEL: str(port), **dict(spec.variant)}, value)
-    return [info, *by_name.values()]
-
-
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:
-    """``gpu_exporter_*``: build, backend, cycle timing and health, errors by kind, per-device reads."""
+    """``gpu_exporter_*``: build, backend, cycle timing and health, errors by kind, per-device reads,
+    and each collector's success and duration in the last cycle."""
     families = {name: _fixed(name) for name in FIXED if name.startswith("gpu_exporter_")}
     _add(
         families["gpu_exporter_build_info"], {"version": stats.version, "python_version": platform.python_version()}, 1
@@ -145,4 +143,8 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metri
         if device.read_seconds is not None:
             _add(families["gpu_exporter_device_read_duration_seconds"], labels, device.read_seconds)
         _add(families["gpu_exporter_device_stalled"], labels, 1 if device.stalled else 0)
+    for name, status in stats.collectors.items():
+        _add(families["gpu_exporter_collector_success"], {"collector": name}, 1 if status.success else 0)
+        if status.seconds is not None:
+            _add(families["gpu_exporter_collector_duration_seconds"], {"collector": name}, status.seconds)
     return list(families.values())

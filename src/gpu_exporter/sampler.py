@@ -1,17 +1,20 @@
 """The background sampler: one cycle per interval, each publishing an immutable Snapshot.
 
-A cycle triggers every idle per-GPU worker, waits a bounded time, and assembles what came back.
-State carried between cycles is owned here and nowhere else: the busy-time integrators, the last
-values of slow-cadence metrics, error and invalid-value totals, and the backend's open/retry and
-rediscovery state.
+A cycle runs the pipeline for every backend alike: the control worker opens or re-enumerates the
+backend when needed, the plan says which rows each root's read asks for, every idle worker (one
+per GPU, one for the fabric) reads, the sampler waits a bounded time, then converts what came
+back, folds it into the integrators and windows, drains the backend's event queue into the
+tallies, and renders the snapshot. The sampler's own thread never calls the vendor library.
 
-Freshness rule: a GPU's values are served only if its last read finished within
-``STALE_INTERVALS`` intervals (``every + 2`` intervals for slow-cadence metrics); older values are
+Freshness rule: a root's values are served only if its last read finished within
+``STALE_INTERVALS`` intervals (``every + 2`` intervals for slow-cadence rows); older values are
 dropped rather than shown as current, and ``gpu_exporter_device_stalled`` says why.
 
 Recovery: while the backend is down it is reopened with backoff (1 s doubling to 30 s). While a
 GPU is lost (or has vanished from enumeration) GPUs are enumerated again with the same backoff, so
-a GPU that comes back is sampled again without a restart; its worker retries every cycle meanwhile.
+a GPU that comes back is sampled again without a restart. A GPU that stays out of the driver's
+list for ``vanished_retention`` seconds is forgotten (its series go); its event counts are kept by
+UUID in case it returns.
 """
 
 from __future__ import annotations
@@ -23,75 +26,39 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
-from gpu_exporter.backends.base import (
-    Backend,
-    BackendUnavailable,
-    DeviceIdentity,
-    HostIdentity,
-    SwitchReading,
-    XidTally,
-)
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, MetricSpec
-from gpu_exporter.exposition import render
-from gpu_exporter.families import device_families, self_families, switch_families
-from gpu_exporter.snapshot import DeviceView, Frame, Rendered, SelfStats, Snapshot
-from gpu_exporter.worker import DeviceWorker, Result
+from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading
+from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.convert import Converted, convert
+from gpu_exporter.pipeline.derive import Integrators, Windows
+from gpu_exporter.pipeline.events import EventTallies, XidTally
+from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
+from gpu_exporter.render import Renderer, native_renderer
+from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, identity_entities
+from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
+from gpu_exporter.worker import Result, Worker
 
 log = logging.getLogger(__name__)
 
-STALE_INTERVALS = 3
+__all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
+
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
-BACKOFF_MAX_SECONDS = 30.0
-_UTILIZATION = "gpu_utilization_ratio"
-_PROCESSES = "gpu_compute_processes"
-_BUSY = "gpu_utilization_seconds_total"
-_IDLE_ALLOCATED = "gpu_idle_while_allocated_seconds_total"
-_CLOCK_EVENT_KEYS = {f"gpu_clock_event_active{{reason={reason}}}": reason for reason, _ in CLOCK_EVENT_REASONS}
-#: How long clock-event activations are remembered for windowed counts (dcgm-exporter's
-#: DCGM_EXP_CLOCK_EVENTS_COUNT).
-ACTIVATION_MEMORY_SECONDS = 3600.0
-
-Renderer = Callable[[Frame], Rendered]
-#: Below this utilization a GPU counts as nearly idle for gpu_idle_while_allocated_seconds_total.
-IDLE_UTILIZATION = 0.05
+#: How long a GPU that left the driver's device list keeps reporting gpu_up 0 before it is forgotten.
+VANISHED_RETENTION_SECONDS = 3600.0
 
 
 @dataclass
-class _DeviceState:
-    """What the sampler remembers about one GPU between cycles."""
+class _CycleNotes:
+    """What this cycle's new results said per collector."""
 
-    worker: DeviceWorker
-    busy_seconds: float | None = None
-    idle_allocated_seconds: float | None = None
-    integrated_at: float | None = None  # finished_at of the last result folded into busy_seconds
-    slow: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (value, finished_at)
-    seen: Result | None = None
-    active: frozenset[str] = frozenset()  # clock-event reasons active in the last read
-    activations: dict[str, list[float]] = field(default_factory=dict)  # reason → Unix times it began
-    lost: bool = False  # the last read said the GPU is lost
-    vanished: bool = False  # no longer enumerated by the driver
-
-
-class _Backoff:
-    """Doubling delay between retries, from 1 s to BACKOFF_MAX_SECONDS."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._delay, self._next = 1.0, 0.0
-
-    def due(self, now: float) -> bool:
-        return now >= self._next
-
-    def failed(self, now: float) -> None:
-        self._next = now + self._delay
-        self._delay = min(self._delay * 2, BACKOFF_MAX_SECONDS)
+    failed: set[str] = field(default_factory=set)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Sampler:
-    """Owns the backend and the per-GPU workers; :attr:`snapshot` is always the latest cycle."""
+    """Owns the backend, the workers and the pipeline state; :attr:`snapshot` is the latest cycle."""
 
     def __init__(
         self,
@@ -103,34 +70,43 @@ class Sampler:
         renderer: Renderer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        switch_specs: Sequence[MetricSpec] = (),
+        vanished_retention: float = VANISHED_RETENTION_SECONDS,
+        unsupported_retry: float = RETRY_SECONDS,
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
-        self._slow = {spec.key: spec.every for spec in specs if spec.every > 1}
-        self._derived = {spec.name for spec in specs if spec.derived_from is not None}
+        self._plan = Plan(self._specs, backend.name)
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events
-        self._render = renderer or native_renderer(self._specs, tuple(switch_specs))
+        self._render = renderer or native_renderer(self._specs)
         self._clock = clock
         self._wall = wall_clock
+        self._retention = vanished_retention
+        self._memo = UnsupportedMemo(unsupported_retry, clock)
+        self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
+        self._windows = Windows(self._specs)
+        self._tallies = EventTallies()
         self._done = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._states: dict[str, _DeviceState] = {}  # by GPU uuid
+        self._control = Control(backend, watch_events, self._done, clock)
+        self._states: dict[str, RootState] = {}  # by GPU uuid
+        self._fabric: RootState | None = None
         self._host = HostIdentity()
         self._open = False
         self._down_reason = "starting"
-        self._open_backoff = _Backoff()
-        self._discover_backoff = _Backoff()
+        self._open_backoff = Backoff()
+        self._discover_backoff = Backoff()
         self._cycle = 0
         self._errors: dict[str, int] = {}
         self._invalid: dict[str, int] = {}
         self._last_success: float | None = None
+        collectors = dict.fromkeys(spec.collector for spec in self._plan.readable)
+        self._collectors = (*collectors, *(("xid",) if watch_events else ()))
         self.heartbeat = clock()
         self.first_cycle_done = threading.Event()
-        self.snapshot = self._build(cycle_seconds=None, devices=(), events={})
+        self.snapshot = self._build(None, (), {}, {})
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,8 +119,9 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        for state in self._states.values():
+        for state in self._roots():
             state.worker.stop()
+        self._control.worker.stop()
         self._backend.close()
 
     def alive(self) -> bool:
@@ -166,186 +143,231 @@ class Sampler:
                 next_tick = now + self._interval
             self._stop.wait(next_tick - now)
 
+    def _roots(self) -> list[RootState]:
+        return [*self._states.values(), *((self._fabric,) if self._fabric is not None else ())]
+
     # one cycle -------------------------------------------------------------------------------
     def run_cycle(self) -> Snapshot:
         """Sample once and publish the snapshot (also used by tests to step synchronously)."""
         started = self._clock()
         self.heartbeat = started
-        if not self._open:
-            self._try_open(started)
-        elif self._needs_rediscovery():
-            self._try_rediscover(started)
+        deadline = started + WAIT_FRACTION * self._interval
         cycle = self._cycle
         self._cycle += 1
-        triggered = [state for state in self._states.values() if state.worker.trigger(cycle)]
-        deadline = started + WAIT_FRACTION * self._interval
-        with self._done:
-            self._done.wait_for(
-                lambda: all(state.worker.busy_since is None for state in triggered),
-                timeout=max(0.0, deadline - self._clock()),
-            )
+        self._steer(started, cycle, deadline)
+        triggered = [state for state in self._roots() if self._open and state.worker.trigger(cycle)]
+        self._wait(lambda: all(state.worker.busy_since is None for state in triggered), deadline)
         now = self._clock()
-        views = tuple(self._view(state, now) for state in self._states.values())
+        self._tallies.add(self._backend.drain_events())
+        notes = _CycleNotes()
+        views = tuple(self._view(state, now, notes) for state in list(self._states.values()))
+        fabric = self._fabric_samples(now, notes)
+        self._forget_vanished(now)
         if any(view.up and view.values for view in views):
             self._last_success = self._wall()
-        events = self._backend.events() if self._open else {}
-        switches = self._backend.switches() if self._open else ()
-        snapshot = self._build(cycle_seconds=self._clock() - started, devices=views, events=events, switches=switches)
+        events = {view.identity.uuid: self._tallies.tally(view.identity.uuid) for view in views}
+        snapshot = self._build(self._clock() - started, views, events, fabric, notes)
         self.snapshot = snapshot  # the single reference swap scrapes read
         return snapshot
 
-    def _try_open(self, now: float) -> None:
-        if not self._open_backoff.due(now):
-            return
-        try:
-            host, devices = self._backend.open(self._watch_events)
-        except BackendUnavailable as err:
-            if err.reason != self._down_reason:
-                log.error("%s backend unavailable: %s (retrying with backoff)", self._backend.name, err)
-            self._down_reason = err.reason
+    def _wait(self, finished: Callable[[], bool], deadline: float) -> None:
+        with self._done:
+            self._done.wait_for(finished, timeout=max(0.0, deadline - self._clock()))
+
+    def _steer(self, now: float, cycle: int, deadline: float) -> None:
+        """Open or re-enumerate through the control worker when due, waiting within the deadline,
+        and apply what it returned (in this cycle or, if it is slow, a later one)."""
+        if not self._open and self._open_backoff.due(now):
+            self._control.start("open", cycle)
+        elif self._open and self._needs_rediscovery() and self._discover_backoff.due(now):
+            self._control.start("discover", cycle)
+        self._wait(lambda: self._control.worker.busy_since is None, deadline)
+        outcome = self._control.take()
+        if outcome is not None:
+            self._apply(outcome, self._clock())
+
+    def _apply(self, outcome: ControlOutcome, now: float) -> None:
+        backend = self._backend.name
+        if outcome.kind == "opened":
+            self._open, self._host = True, outcome.host
+            self._open_backoff.reset()
+            self._memo.rediscovered()
+            self._adopt(outcome.devices, now)
+            if self._fabric is None:  # also the backend's host-wide duties (events, port changes)
+                self._fabric = RootState(Worker("fabric-reader", self._read_fabric, self._done, self._clock))
+            devices = outcome.devices
+            log.info(
+                "%s backend ready: driver %s, %d GPU(s): %s", backend, outcome.host.driver_version or "?",
+                len(devices), ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
+            )  # fmt: skip
+        elif outcome.kind == "unavailable":
+            if outcome.reason != self._down_reason:
+                log.error("%s backend unavailable: %s (retrying with backoff)", backend, outcome.message)
+            self._down_reason = outcome.reason
             self._open_backoff.failed(now)
-            return
-        self._open, self._host = True, host
-        self._open_backoff.reset()
-        self._adopt(devices)
-        log.info(
-            "%s backend ready: driver %s, %d GPU(s): %s", self._backend.name, host.driver_version or "?",
-            len(devices), ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
-        )  # fmt: skip
+        elif outcome.kind == "discovered":
+            self._memo.rediscovered()
+            self._adopt(outcome.devices, now)
+            if self._needs_rediscovery():
+                self._discover_backoff.failed(now)
+            else:
+                self._discover_backoff.reset()
+        else:  # "down": the library stopped working altogether; the control worker closed it
+            log.error("re-enumerating GPUs failed: %s; reopening the %s backend with backoff", outcome.message, backend)
+            self._open, self._down_reason = False, outcome.reason
+            self._open_backoff.failed(now)
 
     def _needs_rediscovery(self) -> bool:
-        return any(state.vanished or state.lost for state in self._states.values())
+        return any(state.vanished_at is not None or state.lost for state in self._states.values())
 
-    def _try_rediscover(self, now: float) -> None:
-        if not self._discover_backoff.due(now):
-            return
-        try:
-            devices = self._backend.discover()
-        except BackendUnavailable as err:
-            # The library stopped working altogether (e.g. DCGM's host engine went away): the
-            # backend is down until it reopens, which _try_open retries with backoff.
-            log.error("re-enumerating GPUs failed: %s; reopening the %s backend with backoff", err, self._backend.name)
-            self._backend.close()
-            self._open, self._down_reason = False, err.reason
-            self._open_backoff.failed(now)
-            return
-        self._adopt(devices)
-        if self._needs_rediscovery():
-            self._discover_backoff.failed(now)
-        else:
-            self._discover_backoff.reset()
-
-    def _adopt(self, devices: Sequence[DeviceIdentity]) -> None:
+    def _adopt(self, devices: Sequence[DeviceIdentity], now: float) -> None:
         """Start workers for new GPUs, refresh identities, and mark GPUs that vanished."""
         seen = {device.uuid for device in devices}
         for device in devices:
             state = self._states.get(device.uuid)
             if state is None:
-                worker = DeviceWorker(self._backend, device, self._specs, self._done, self._clock)
-                self._states[device.uuid] = _DeviceState(worker)
-            else:
-                if state.vanished:
-                    log.info("GPU %s is back", device.uuid)
-                state.vanished = False
-                state.worker.device = device
+                worker = Worker(f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock)
+                self._states[device.uuid] = RootState(worker, device)
+                continue
+            if state.vanished_at is not None:
+                log.info("GPU %s is back", device.uuid)
+            state.vanished_at = None
+            state.identity = device
         for uuid, state in self._states.items():
-            if uuid not in seen and not state.vanished:
-                log.error("GPU %d (%s) vanished from the driver's device list", state.worker.device.index, uuid)
-                state.vanished = True
+            if uuid not in seen and state.vanished_at is None:
+                assert state.identity is not None
+                log.error("GPU %d (%s) vanished from the driver's device list", state.identity.index, uuid)
+                state.vanished_at = now
 
-    def _view(self, state: _DeviceState, now: float) -> DeviceView:
-        worker = state.worker
-        result = worker.result
-        stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
-        if result is None:
-            return DeviceView(worker.device, up=not state.vanished, values={}, stalled=stalled)
-        new = result is not state.seen
-        state.seen = result
-        if new and (result.reading is None) != state.lost:
-            state.lost = result.reading is None
-            if state.lost:
-                log.error("GPU %d lost: %s", worker.device.index, result.error)
-            else:
-                log.info("GPU %d (%s) answers again", worker.device.index, worker.device.uuid)
-        if result.reading is None or state.vanished:
-            # A lost GPU's integrators restart with it (a counter reset, which rate() handles).
-            state.busy_seconds = state.idle_allocated_seconds = state.integrated_at = None
-            state.slow.clear()
-            return DeviceView(worker.device, up=False, values={}, stalled=stalled, read_seconds=result.seconds)
-        if new:
-            for kind, count in result.reading.errors.items():
-                self._errors[kind] = self._errors.get(kind, 0) + count
-            for name, count in result.reading.invalid.items():
-                self._invalid[name] = self._invalid.get(name, 0) + count
-            self._note_activations(state, result.reading.values)
-        values = self._fresh_values(state, result, now, new)
-        fresh = now - result.finished_at <= STALE_INTERVALS * self._interval
-        return DeviceView(
-            worker.device, up=True, values=values,
-            mig_values=result.reading.mig_values if fresh else {},
-            link_values=result.reading.link_values if fresh else {},
-            stalled=stalled, read_seconds=result.seconds,
-        )  # fmt: skip
+    def _forget_vanished(self, now: float) -> None:
+        for uuid, state in list(self._states.items()):
+            if state.vanished_at is not None and now - state.vanished_at > self._retention:
+                log.info("GPU %s has been out of the driver's device list for %.0fs: forgotten", uuid, self._retention)
+                state.worker.stop()
+                del self._states[uuid]
+                self._integrators.reset(uuid)
+                self._windows.forget(uuid)
 
-    def _note_activations(self, state: _DeviceState, values: dict[str, float]) -> None:
-        """Remember when each clock-event reason became active (for windowed counts)."""
-        active = frozenset(reason for key, reason in _CLOCK_EVENT_KEYS.items() if values.get(key) == 1)
-        now = self._wall()
-        for reason in active - state.active:
-            state.activations.setdefault(reason, []).append(now)
-        for reason, times in state.activations.items():
-            state.activations[reason] = [t for t in times if t >= now - ACTIVATION_MEMORY_SECONDS]
-        state.active = active
+    def _reader(self, uuid: str) -> Callable[[int], RawReading]:
+        def read(cycle: int) -> RawReading:
+            state = self._states.get(uuid)
+            if state is None or state.identity is None:
+                return RawReading()
+            if state.seen is None and state.everything_in is None:
+                # A GPU's first read asks for every row, so a GPU that joins late has its limits at once.
+                state.everything_in = cycle
+            request = self._plan.request("gpu", cycle, self._memo.asks, everything=state.everything_in == cycle)
+            return self._backend.read(state.identity, request)
 
-    def _fresh_values(self, state: _DeviceState, result: Result, now: float, new: bool) -> dict[str, float]:
-        reading = result.reading
-        assert reading is not None
-        if new:
-            for key, every in self._slow.items():
-                if result.cycle % every == 0:  # due in that read: take its value, or its absence
-                    if key in reading.values:
-                        state.slow[key] = (reading.values[key], result.finished_at)
+        return read
+
+    def _read_fabric(self, cycle: int) -> RawReading:
+        return self._backend.read_fabric(self._plan.request("fabric", cycle, self._memo.asks))
+
+    # assembling ------------------------------------------------------------------------------
+    def _fold(self, state: RootState, result: Result[RawReading], notes: _CycleNotes) -> Converted | None:
+        """Take a new result into the pipeline (once): counts, conversion, slow values, derivations."""
+        reading = result.value
+        if reading is None:
+            if not result.lost:
+                self._errors["exception"] = self._errors.get("exception", 0) + 1
+                notes.failed.update(spec.collector for spec in self._plan.readable)
+            return None
+        for kind, count in reading.errors.items():
+            self._errors[kind] = self._errors.get(kind, 0) + count
+        notes.failed.update(reading.collector_errors)
+        for collector, seconds in reading.collector_seconds.items():
+            notes.seconds[collector] = notes.seconds.get(collector, 0.0) + seconds
+        converted = convert(reading, self._backend.name, self._memo)
+        for name, count in converted.invalid.items():
+            self._invalid[name] = self._invalid.get(name, 0) + count
+        for entity, values in converted.values.items():
+            for key in self._plan.slow:
+                if self._plan.due(key, result.cycle) or result.cycle == state.everything_in:
+                    # due in that read: take its value, or its absence
+                    if key in values:
+                        state.slow[(entity, key)] = (values[key], result.finished_at)
                     else:
-                        state.slow.pop(key, None)
-            self._integrate(state, reading.values.get(_UTILIZATION), reading.values.get(_PROCESSES), result.finished_at)
-        values: dict[str, float] = {}
-        if now - result.finished_at <= STALE_INTERVALS * self._interval:
-            values = {key: value for key, value in reading.values.items() if key not in self._slow}
-            for name, total in ((_BUSY, state.busy_seconds), (_IDLE_ALLOCATED, state.idle_allocated_seconds)):
-                if total is not None and name in self._derived:
-                    values[name] = total
-        for key, (value, at) in state.slow.items():
-            if now - at <= (self._slow[key] + 2) * self._interval:
-                values[key] = value
-        return values
+                        state.slow.pop((entity, key), None)
+            self._integrators.fold(entity, values, result.finished_at)
+            if entity.kind == "gpu":
+                self._windows.note(entity.uid, values, self._wall())
+        return converted
 
-    def _integrate(self, state: _DeviceState, utilization: float | None, processes: float | None, at: float) -> None:
-        """Busy seconds += utilization × time since the previous read; idle-while-allocated seconds
-        += that time when utilization is below IDLE_UTILIZATION and a compute process is present.
-        The time is capped at the stale limit, so a GPU that was unreachable for minutes is not
-        credited with guessed time; the idle counter exists only where processes can be counted."""
-        if utilization is None:
-            return
-        if state.busy_seconds is None or state.integrated_at is None:
-            state.busy_seconds = 0.0
-            state.idle_allocated_seconds = 0.0 if processes is not None else None
-        else:
-            elapsed = max(0.0, min(at - state.integrated_at, STALE_INTERVALS * self._interval))
-            state.busy_seconds += utilization * elapsed
-            if processes is None:
-                state.idle_allocated_seconds = None
+    def _current(self, state: RootState, now: float) -> dict[Entity, dict[str, float]]:
+        """The root's values that are still current: fresh reads, derived rows, slow rows in cadence."""
+        out: dict[Entity, dict[str, float]] = {}
+        converted, at = state.current, state.current_at
+        fresh = converted is not None and at is not None and now - at <= STALE_INTERVALS * self._interval
+        for entity, values in (converted.values if converted is not None else {}).items():
+            current = {k: v for k, v in values.items() if k not in self._plan.slow} if fresh else {}
+            if fresh:
+                current.update(self._integrators.values(entity))
+            out[entity] = current
+        for (entity, key), (value, read_at) in state.slow.items():
+            if entity in out and now - read_at <= self._plan.current_for(key) * self._interval:
+                out[entity][key] = value
+        return out
+
+    def _take(self, state: RootState, notes: _CycleNotes) -> Result[RawReading] | None:
+        result = state.worker.result
+        if result is not None and result is not state.seen:
+            state.seen = result
+            converted = self._fold(state, result, notes)
+            state.current, state.current_at = converted, result.finished_at if converted is not None else None
+            return result
+        return None
+
+    def _view(self, state: RootState, now: float, notes: _CycleNotes) -> DeviceView:
+        identity = state.identity
+        assert identity is not None
+        worker = state.worker
+        stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
+        if stalled:
+            notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "gpu")
+        new = self._take(state, notes)
+        result = worker.result
+        empty: dict[Entity, dict[str, float]] = {entity: {} for entity in identity_entities(identity)}
+        if result is None:
+            return DeviceView(identity, up=state.vanished_at is None, samples=empty, stalled=stalled)
+        if new is not None and result.lost != state.lost:
+            state.lost = result.lost
+            if state.lost:
+                log.error("GPU %d lost: %s", identity.index, result.error)
             else:
-                idle = elapsed if utilization < IDLE_UTILIZATION and processes >= 1 else 0.0
-                state.idle_allocated_seconds = (state.idle_allocated_seconds or 0.0) + idle
-        state.integrated_at = at
+                log.info("GPU %d (%s) answers again", identity.index, identity.uuid)
+        if result.lost or state.vanished_at is not None:
+            self._integrators.reset(identity.uuid)
+            state.slow.clear()
+            state.current = None
+            return DeviceView(identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds)
+        samples = {**empty, **self._current(state, now)} if state.current is not None else empty
+        return DeviceView(identity, up=True, samples=samples, stalled=stalled, read_seconds=result.seconds)
+
+    def _fabric_samples(self, now: float, notes: _CycleNotes) -> dict[Entity, dict[str, float]]:
+        state = self._fabric
+        if state is None or not self._open:
+            return {}
+        if state.worker.busy_since is not None and now - state.worker.busy_since > self._interval:
+            notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "fabric")
+        self._take(state, notes)
+        return self._current(state, now)
 
     def _build(
         self,
         cycle_seconds: float | None,
         devices: Sequence[DeviceView],
         events: dict[str, XidTally],
-        switches: tuple[SwitchReading, ...] = (),
+        fabric: dict[Entity, dict[str, float]],
+        notes: _CycleNotes | None = None,
     ) -> Snapshot:
+        collectors: dict[str, CollectorStatus] = {}
+        if notes is not None and self._open:
+            for name in self._collectors:
+                if name == "xid":
+                    collectors[name] = CollectorStatus(self._backend.events_healthy())
+                else:
+                    collectors[name] = CollectorStatus(name not in notes.failed, notes.seconds.get(name, 0.0))
         stats = SelfStats(
             version=__version__,
             backend=self._backend.name,
@@ -356,32 +378,15 @@ class Sampler:
             last_success_timestamp=self._last_success,
             errors=dict(self._errors),
             invalid=dict(self._invalid),
+            collectors=collectors,
         )
         frame = Frame(
             host=self._host,
             devices=tuple(devices),
             events=events if self._watch_events else None,
-            clock_activations={
-                uuid: {reason: tuple(times) for reason, times in state.activations.items()}
-                for uuid, state in self._states.items()
-            },
+            windows=self._windows.snapshot(),
             stats=stats,
             wall_time=self._wall(),
-            switches=switches,
+            fabric=fabric,
         )
         return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame))
-
-
-def native_renderer(specs: Sequence[MetricSpec], switch_specs: Sequence[MetricSpec] = ()) -> Renderer:
-    """Render frames under gpu-exporter's own names, in both exposition formats (NVSwitch families
-    only when ``switch_specs`` is not empty, i.e. the nvswitch collector is on)."""
-
-    def render_native(frame: Frame) -> Rendered:
-        families = [
-            *device_families(specs, frame.host, frame.devices, frame.events),
-            *(switch_families(switch_specs, frame.switches) if switch_specs else ()),
-            *self_families(frame.stats, frame.devices),
-        ]
-        return render(families)
-
-    return render_native

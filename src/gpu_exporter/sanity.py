@@ -9,11 +9,7 @@ value of the same read (memory used above total). Invalid values are counted per
 
 from __future__ import annotations
 
-import logging
-
-from gpu_exporter.catalogue import MetricSpec, bound
-
-log = logging.getLogger(__name__)
+from gpu_exporter.catalogue import MetricSpec
 
 #: All-ones values of 32- and 64-bit unsigned fields, which NVML uses as "no value".
 SENTINELS = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
@@ -27,17 +23,8 @@ def plausible(spec: MetricSpec, raw: float, value: float) -> bool:
     """True when ``raw`` is no sentinel and ``value`` (base units) is within the spec's bound."""
     if raw in SENTINELS or value < 0:
         return False
-    limit = bound(spec)
+    limit = spec.bound
     return limit is None or value <= limit
-
-
-def store(out: dict[str, float], spec: MetricSpec, raw: float, value: float, invalid: dict[str, int]) -> None:
-    """Put a plausible value into ``out`` under its catalogue key; count an implausible one instead."""
-    if plausible(spec, raw, value):
-        out[spec.key] = value
-    else:
-        invalid[spec.name] = invalid.get(spec.name, 0) + 1
-        log.debug("%s: implausible raw value %r dropped", spec.key, raw)
 
 
 def drop_inconsistent(values: dict[str, float], invalid: dict[str, int]) -> None:

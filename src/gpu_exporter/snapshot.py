@@ -9,25 +9,48 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, SwitchReading, XidTally
+from gpu_exporter import model
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
+from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.events import XidTally
+
+#: Values by entity, then catalogue key, in base units; entities in render order.
+Samples = Mapping[Entity, Mapping[str, float]]
 
 
 @dataclass(frozen=True)
 class DeviceView:
-    """What one cycle knows about one GPU.
+    """What one cycle knows about one GPU and everything under it.
 
-    ``up`` is False once NVML reported the GPU lost; ``values`` (base units, keyed by metric name)
-    holds only samples young enough to be served as current; ``stalled`` says the device's last
-    read has not returned within one interval (a hung call).
+    ``up`` is False once the backend reported the GPU lost; ``samples`` lists the GPU's entities
+    (the GPU first, then its NVLinks and MIG instances) with only the values young enough to be
+    served as current; ``stalled`` says the device's last read has not returned within one interval
+    (a hung call).
     """
 
     identity: DeviceIdentity
     up: bool
-    values: Mapping[str, float]
-    mig_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
-    link_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    samples: Samples = field(default_factory=dict)
     stalled: bool = False
     read_seconds: float | None = None
+
+    @property
+    def entity(self) -> Entity:
+        return model.gpu(self.identity.index, self.identity.uuid)
+
+    @property
+    def values(self) -> Mapping[str, float]:
+        """The whole GPU's values."""
+        return self.samples.get(self.entity, {})
+
+
+@dataclass(frozen=True)
+class CollectorStatus:
+    """One collector in the last cycle: whether every read it needed succeeded, and the seconds its
+    vendor calls took, summed over devices (None where it has no reads of its own, as ``xid``)."""
+
+    success: bool
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -43,22 +66,23 @@ class SelfStats:
     last_success_timestamp: float | None = None
     errors: Mapping[str, int] = field(default_factory=dict)
     invalid: Mapping[str, int] = field(default_factory=dict)
+    collectors: Mapping[str, CollectorStatus] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Frame:
-    """Everything one cycle renders: host and device views, event counts by GPU uuid (None when
-    the xid collector is off), clock-event activations by uuid and reason (Unix seconds, recent
-    ones only), the self-state, the cycle's wall time (Unix seconds), and the NVSwitches the backend
-    read (DCGM only)."""
+    """Everything one cycle renders: host and device views, the fabric's entities (NVSwitches and
+    ports), event counts by GPU uuid (None when the xid collector is off), windowed state changes
+    by entity uid and variant value (Unix seconds, recent ones only), the self-state and the cycle's
+    wall time (Unix seconds)."""
 
     host: HostIdentity
     devices: tuple[DeviceView, ...]
     events: Mapping[str, XidTally] | None
-    clock_activations: Mapping[str, Mapping[str, tuple[float, ...]]]
+    windows: Mapping[str, Mapping[str, tuple[float, ...]]]
     stats: SelfStats
     wall_time: float
-    switches: tuple[SwitchReading, ...] = ()
+    fabric: Samples = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

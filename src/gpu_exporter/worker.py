@@ -1,7 +1,10 @@
-"""One thread per GPU, so a GPU whose driver calls hang stalls only itself.
+"""Workers: each job on a daemon thread of its own, so a call that hangs stalls only that job.
 
-The sampler triggers every idle worker once per cycle and waits a bounded time; a worker still
-inside a call is simply not triggered again until it returns, and its last result ages.
+One worker per GPU reads the GPU and everything under it, one fabric worker reads the NVSwitches,
+and one control worker opens, re-enumerates and closes the backend: no vendor call runs on the
+sampler's thread. The sampler triggers every idle worker once per cycle and waits a bounded time;
+a worker still inside a call is simply not triggered again until it returns, and its last result
+ages.
 """
 
 from __future__ import annotations
@@ -9,53 +12,49 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from gpu_exporter.backends.base import Backend, DeviceIdentity, DeviceLost, DeviceReading
-from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.backends.base import DeviceLost
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Result:
-    """A finished read of sampling cycle ``cycle``: ``finished_at`` monotonic seconds, ``seconds``
-    how long the read took, ``reading`` None when the GPU was lost (``error`` says why)."""
+class Result(Generic[T]):
+    """A finished job of sampling cycle ``cycle``: ``finished_at`` monotonic seconds, ``seconds``
+    how long it took, ``value`` None when it failed (``error`` says why; ``lost`` when the job
+    raised DeviceLost)."""
 
     cycle: int
     finished_at: float
     seconds: float
-    reading: DeviceReading | None
+    value: T | None
     error: str = ""
+    lost: bool = False
 
 
-class DeviceWorker:
-    """Reads one GPU on its own daemon thread whenever :meth:`trigger` is called."""
+class Worker(Generic[T]):
+    """Runs ``job(cycle)`` on its own daemon thread whenever :meth:`trigger` is called."""
 
     def __init__(
-        self,
-        backend: Backend,
-        device: DeviceIdentity,
-        specs: Sequence[MetricSpec],
-        done: threading.Condition,
-        clock: Callable[[], float] = time.monotonic,
+        self, name: str, job: Callable[[int], T], done: threading.Condition, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.device = device
-        self._backend = backend
-        self._specs = specs
+        self.job = job
         self._done = done
         self._clock = clock
         self._wake = threading.Event()
         self._stopping = False
         self._cycle = 0
         self.busy_since: float | None = None
-        self.result: Result | None = None
-        self._thread = threading.Thread(target=self._run, name=f"gpu{device.index}-reader", daemon=True)
+        self.result: Result[T] | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def trigger(self, cycle: int) -> bool:
-        """Start a read for ``cycle``; False (and nothing started) while the previous read is running."""
+        """Start the job for ``cycle``; False (and nothing started) while the previous one runs."""
         with self._done:
             if self.busy_since is not None:
                 return False
@@ -77,16 +76,17 @@ class DeviceWorker:
                 return
             started = self.busy_since if self.busy_since is not None else self._clock()
             cycle = self._cycle
+            value: T | None = None
+            error, lost = "", False
             try:
-                reading: DeviceReading | None = self._backend.read(self.device, self._specs, cycle)
-                error = ""
+                value = self.job(cycle)
             except DeviceLost as err:
-                reading, error = None, str(err)
+                error, lost = str(err), True
             except Exception as err:
-                log.exception("reading GPU %d failed", self.device.index)
-                reading, error = DeviceReading(errors={"exception": 1}), repr(err)
+                log.exception("%s failed", self._thread.name)
+                error = repr(err)
             finished = self._clock()
             with self._done:
-                self.result = Result(cycle, finished, finished - started, reading, error)
+                self.result = Result(cycle, finished, finished - started, value, error, lost)
                 self.busy_since = None
                 self._done.notify_all()

@@ -195,6 +195,37 @@ def dcgmGetLatestValues_v2(handle, groupId, fieldGroupId, enumCB, userData):
     return 0
 
 
+def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
+    # As the bindings: one c_dcgmFieldValue_v2 per (entity, field), entity-major; pairs the engine does
+    # not watch come back with DCGM_ST_NOT_WATCHED.
+    _check(dcgmHandle)
+    watched = {
+        (entity, field)
+        for group_id, field_group_id in ENGINE["watched"]
+        for entity in ENGINE["groups"][group_id][1]
+        for field in ENGINE["field_groups"][field_group_id][1]
+    }
+    out = (s.c_dcgmFieldValue_v2 * (len(entities) * len(fieldIds)))()
+    index = 0
+    for pair in entities:
+        entity = (int(pair.entityGroupId), int(pair.entityId))
+        for field in fieldIds:
+            value = out[index]
+            value.entityGroupId, value.entityId, value.fieldId, value.ts = (
+                entity[0],
+                entity[1],
+                field,
+                1_700_000_000_000_000,
+            )
+            kind, raw = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
+            if (entity, field) not in watched:
+                value.status, kind, raw = -16, "i", 0x7FFFFFFFFFFFFFF0
+            value.fieldType = ord(kind)
+            setattr(value.value, {"i": "i64", "d": "dbl", "s": "str"}[kind], raw)
+            index += 1
+    return out
+
+
 def dcgmGetValuesSince_v2(handle, groupId, fieldGroupId, sinceTimestamp, enumCB, userData):
     _check(handle)
     entities = ENGINE["groups"][_id(groupId)][1]

@@ -87,6 +87,20 @@ class c_dcgmFieldValue_v1(Structure):
     ]
 
 
+class c_dcgmFieldValue_v2(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("entityGroupId", c_uint),
+        ("entityId", c_uint),
+        ("fieldId", c_ushort),
+        ("fieldType", c_short),
+        ("status", c_int),
+        ("unused", c_uint),
+        ("ts", c_int64),
+        ("value", c_dcgmFieldValue_v1_value),
+    ]
+
+
 class c_dcgmNvLinkGpuLinkStatus_v4(Structure):
     _fields_ = [("entityId", c_uint32), ("linkState", c_uint32 * 36)]
 

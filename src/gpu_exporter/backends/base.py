@@ -7,11 +7,12 @@ fails for a single value becomes an absent sample plus an error count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.model import Entity
 
 
 class BackendUnavailable(Exception):
@@ -64,51 +65,58 @@ class HostIdentity:
     nvml_version: str = ""
 
 
-@dataclass
-class DeviceReading:
-    """One device's values from one sampling pass, in base units, keyed by metric name.
+@dataclass(frozen=True)
+class Request:
+    """What one read should fetch: the cycle number, the rows due in it (the plan's choice: right
+    cadence, a source on this backend) and ``asks(entity uid, row key)``, False for a pair the
+    unsupported memo says not to ask now."""
 
-    Keys are catalogue keys (:attr:`MetricSpec.key`). A metric missing from ``values`` had no
-    sample (unsupported, failed, invalid or skipped): absence is never written as 0. ``errors``
-    counts failed vendor calls by kind and ``invalid`` implausible values by metric, for
-    self-metrics.
+    cycle: int
+    specs: tuple[MetricSpec, ...]
+    asks: Callable[[str, str], bool] = field(default=lambda uid, key: True)
+
+
+@dataclass
+class RawReading:
+    """One root's raw values from one read, in the vendor's units, keyed by entity then row key.
+
+    ``raw`` lists every entity the read covers, in render order (an entity with no value still
+    exists, and keeps its identity series). A row missing from an entity's dict had no sample.
+    ``unsupported`` holds (entity, row key, what was asked in the vendor's words) for answers such
+    as NOT_SUPPORTED; ``errors`` counts failed vendor calls by kind; ``collector_errors`` and
+    ``collector_seconds`` the failures and the time spent per collector, for self-metrics.
     """
 
-    values: dict[str, float] = field(default_factory=dict)
-    mig_values: dict[int, dict[str, float]] = field(default_factory=dict)
-    link_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    raw: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    unsupported: list[tuple[Entity, str, str]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
-    invalid: dict[str, int] = field(default_factory=dict)
+    collector_errors: dict[str, int] = field(default_factory=dict)
+    collector_seconds: dict[str, float] = field(default_factory=dict)
+
+    def failed(self, kind: str, collector: str) -> None:
+        """Count one failed vendor call of ``collector`` with error ``kind``."""
+        tally(self.errors, kind)
+        tally(self.collector_errors, collector)
+
+    def spent(self, collector: str, seconds: float) -> None:
+        """Add ``seconds`` of vendor time to ``collector``."""
+        self.collector_seconds[collector] = self.collector_seconds.get(collector, 0.0) + seconds
 
 
 @dataclass(frozen=True)
-class SwitchReading:
-    """One NVSwitch as the last cycle saw it (DCGM only): ``switch`` is DCGM's switch id, ``ports``
-    the NVLink ports the switch reports a state for, ``values`` and ``port_values`` samples in base
-    units keyed like :class:`DeviceReading`'s."""
+class Event:
+    """One driver event on GPU ``uuid`` at Unix time ``at``: an Xid (``xid``) or an ECC error event
+    (``ecc``: ``single_bit`` or ``double_bit``)."""
 
-    switch: int
-    pci_bus_id: str = ""
-    physical_id: str = ""
-    ports: tuple[int, ...] = ()
-    values: dict[str, float] = field(default_factory=dict)
-    port_values: dict[int, dict[str, float]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class XidTally:
-    """Events counted for one GPU since start: Xid codes, ECC events by type, the last Xid and its
-    time, and the recent Xids as (Unix seconds, code), oldest first, for windowed counts."""
-
-    xid: dict[int, int] = field(default_factory=dict)
-    ecc: dict[str, int] = field(default_factory=dict)
-    last_xid_at: float | None = None
-    last_xid: int | None = None
-    recent: tuple[tuple[float, int], ...] = ()
+    uuid: str
+    at: float
+    xid: int | None = None
+    ecc: str | None = None
 
 
 class Backend(Protocol):
-    """A source of GPU samples. Methods run on sampler threads, never on the event loop."""
+    """A thin reader of one vendor library. Every method but :meth:`drain_events` and
+    :meth:`events_healthy` runs on a worker thread of the sampler, never on the sampler's own."""
 
     name: str
 
@@ -120,15 +128,20 @@ class Backend(Protocol):
         """Enumerate GPUs again (after a loss, or to notice added and vanished GPUs); raises
         BackendUnavailable when the library stopped working altogether."""
 
-    def read(self, device: DeviceIdentity, specs: Sequence[MetricSpec], cycle: int) -> DeviceReading:
-        """Read every spec for one device (and its MIG devices); raises DeviceLost."""
+    def read(self, device: DeviceIdentity, request: Request) -> RawReading:
+        """Raw values of the requested rows for one GPU and everything under it (MIG instances,
+        NVLinks); raises DeviceLost."""
 
-    def events(self) -> dict[str, XidTally]:
-        """Event counts so far, by GPU uuid (empty when events are not watched)."""
+    def read_fabric(self, request: Request) -> RawReading:
+        """Raw values of the requested NVSwitch and port rows (empty where the library cannot see
+        switches); also where a backend fetches events that need a vendor call."""
 
-    def switches(self) -> tuple[SwitchReading, ...]:
-        """NVSwitches as the latest cycle read them; empty when not watched, stale or unknown to the
-        backend. Never calls the vendor library (it runs on the sampler's thread)."""
+    def drain_events(self) -> list[Event]:
+        """Events queued since the last call, oldest first. Never blocks and takes no lock a read
+        may hold: it runs on the sampler's thread."""
+
+    def events_healthy(self) -> bool:
+        """False while events cannot be received (no event set, the last fetch failed)."""
 
     def close(self) -> None:
         """Release the vendor library; safe to call when not open."""

@@ -164,6 +164,10 @@ class DcgmAdapter(Protocol):
     def latest(self, name: str) -> list[FieldValue]:
         """The latest sample of every field of ``name`` for every entity of it, in one call."""
 
+    def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
+        """``dcgmEntitiesGetLatestValues``: the latest value of each field on each entity (watched
+        pairs only; others come back with a status), without a group."""
+
     def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
         """Every sample of ``name`` recorded at or after ``since_us`` (engine clock, µs), and the
         timestamp to pass next time."""
@@ -441,6 +445,11 @@ class PydcgmAdapter:
         sink: list[FieldValue] = []
         self._call("dcgmGetLatestValues_v2", group, field_group, self._callback, sink)
         return sink
+
+    def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
+        pairs = [self._structs.c_dcgmGroupEntityPair_t(int(group), int(entity)) for group, entity in entities]
+        raw = self._call("dcgmEntitiesGetLatestValues", pairs, [int(field) for field in field_ids], 0)
+        return [_field_value(int(value.entityGroupId), int(value.entityId), value) for value in raw]
 
     def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
         group, field_group = self._ids(name)

@@ -1,8 +1,8 @@
 """The NVML backend: the only code that imports ``pynvml`` (nvidia-ml-py).
 
-It initialises NVML once, discovers GPUs and MIG devices, reads the catalogue's NVML sources and
-listens for Xid events. NVML's vocabulary stops here: ``NVMLError_NotSupported`` and a missing
-symbol become an absent sample remembered per (device, call) and logged once;
+It initialises NVML once, discovers GPUs and MIG devices, reads the catalogue's NVML sources as raw
+values and queues Xid events. NVML's vocabulary stops here: ``NVMLError_NotSupported`` and a missing
+symbol are reported as unsupported (the pipeline's memo decides when to ask again);
 ``NVMLError_GpuIsLost`` becomes :class:`DeviceLost`; ``NVMLLibraryMismatchError`` (not an
 ``NVMLError``!) is treated like a missing function; init failures become
 :class:`BackendUnavailable` with a hint a human can act on.
@@ -13,25 +13,25 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pynvml
 
+from gpu_exporter import model
 from gpu_exporter.backends.base import (
     BackendUnavailable,
     DeviceIdentity,
     DeviceLost,
-    DeviceReading,
+    Event,
     HostIdentity,
     MigIdentity,
-    SwitchReading,
-    XidTally,
-    tally,
+    RawReading,
+    Request,
 )
-from gpu_exporter.backends.nvml.events import XidListener
+from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
     ERROR_KINDS,
@@ -42,8 +42,8 @@ from gpu_exporter.backends.nvml.readers import (
     Raw,
     text,
 )
-from gpu_exporter.catalogue import MetricSpec, NvmlSource, scaled
-from gpu_exporter.sanity import drop_inconsistent, store
+from gpu_exporter.catalogue import MetricSpec, NvmlSource
+from gpu_exporter.model import Entity
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +95,7 @@ class NvmlBackend:
         self._handles: dict[str, Handle] = {}  # GPU uuid → handle
         self._mig_handles: dict[tuple[str, int], Handle] = {}  # (GPU uuid, MIG slot) → handle
         self._by_index: dict[int, DeviceIdentity] = {}  # last discovery, for GPUs lost since
-        self._skip: set[tuple[str, str, str]] = set()  # (uuid, call, selector) unsupported or missing
-        self._logged: set[tuple[str, str]] = set()  # (uuid, call) already logged as unsupported
-        self._memo_lock = threading.Lock()
+        self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
         self._listener: XidListener | None = None
         self._watch_events = False
         self._open = False
@@ -107,9 +105,6 @@ class NvmlBackend:
         self._init()
         self._open = True
         self._watch_events = watch_events
-        with self._memo_lock:
-            self._skip.clear()
-            self._logged.clear()
         host = HostIdentity(
             driver_version=self._system(pynvml.nvmlSystemGetDriverVersion),
             cuda_version=self._cuda_version(),
@@ -169,7 +164,7 @@ class NvmlBackend:
     def _restart_listener(self) -> None:
         if self._listener is not None:
             self._listener.stop()
-        self._listener = XidListener(self._handles)
+        self._listener = XidListener(self._handles, self._events)
         self._listener.start()
 
     def _system(self, call: Callable[[], Any]) -> str:
@@ -257,53 +252,56 @@ class NvmlBackend:
             )
         return "enabled", tuple(migs)
 
-    def read(self, device: DeviceIdentity, specs: Sequence[MetricSpec], cycle: int) -> DeviceReading:
-        """Read every due spec of one GPU, then the per-instance specs of each of its MIG devices."""
+    def read(self, device: DeviceIdentity, request: Request) -> RawReading:
+        """Raw values of the requested rows for one GPU, each of its NVLinks and MIG devices."""
         handle = self._handles.get(device.uuid)
         if handle is None:
             raise DeviceLost(f"{device.uuid} is no longer enumerated by NVML")
-        reading = DeviceReading()
-        due = [spec for spec in specs if spec.nvml is not None and cycle % spec.every == 0]
-        self._read_into(reading.values, handle, device.uuid, [spec for spec in due if not spec.per_link], reading)
-        link_specs = [spec for spec in due if spec.per_link]
-        for link in device.nvlinks if link_specs else ():
-            link_values: dict[str, float] = {}
-            self._read_into(link_values, handle, device.uuid, link_specs, reading, link)
-            reading.link_values[link] = link_values
-        mig_specs = [spec for spec in due if spec.mig]
+        reading = RawReading()
+        rows = [spec for spec in request.specs if spec.nvml is not None]
+        gpu = model.gpu(device.index, device.uuid)
+        self._read_into(reading, gpu, handle, [spec for spec in rows if "gpu" in spec.entities], request)
+        link_rows = [spec for spec in rows if "nvlink" in spec.entities]
+        for link in device.nvlinks if link_rows else ():
+            self._read_into(reading, model.nvlink(device.index, device.uuid, link), handle, link_rows, request, link)
+        mig_rows = [spec for spec in rows if "mig" in spec.entities]
         for slot, mig in enumerate(device.migs):
             mig_handle = self._mig_handles.get((device.uuid, slot))
             if mig_handle is None:
                 continue
-            values: dict[str, float] = {}
-            self._read_into(values, mig_handle, mig.uuid, mig_specs, reading)
-            reading.mig_values[slot] = values
+            entity = model.mig(
+                device.index, device.uuid, mig.gpu_instance, mig.compute_instance, mig.profile, mig.uuid, mig.name
+            )
+            self._read_into(reading, entity, mig_handle, mig_rows, request)
         return reading
 
     def _read_into(
         self,
-        out: dict[str, float],
+        reading: RawReading,
+        entity: Entity,
         handle: Handle,
-        uuid: str,
         specs: Sequence[MetricSpec],
-        reading: DeviceReading,
+        request: Request,
         link: int | None = None,
     ) -> None:
-        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) into ``out``."""
+        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``."""
         structs: dict[str, Raw | Exception] = {}
+        out = reading.raw.setdefault(entity, {})
         for spec in specs:
             source = spec.nvml
             assert source is not None  # filtered by read()
+            if not request.asks(entity.uid, spec.key):
+                continue
             read = (
                 functools.partial(self._raw, handle, source, structs)
                 if link is None
                 else functools.partial(_link_raw, handle, link, source)
             )
-            raw = self._call(uuid, source, read, reading.errors)
-            if raw is None:
-                continue
-            store(out, spec, raw, scaled(raw, source.scale), reading.invalid)
-        drop_inconsistent(out, reading.invalid)
+            started = time.perf_counter()
+            raw = self._call(entity, spec, read, reading)
+            reading.spent(spec.collector, time.perf_counter() - started)
+            if raw is not None:
+                out[spec.key] = raw
 
     @staticmethod
     def _raw(handle: Handle, source: NvmlSource, structs: dict[str, Raw | Exception]) -> float | None:
@@ -322,46 +320,41 @@ class NvmlBackend:
         return None if value is None else float(value)
 
     def _call(
-        self, uuid: str, source: NvmlSource, read: Callable[[], float | None], errors: dict[str, int]
+        self, entity: Entity, spec: MetricSpec, read: Callable[[], float | None], reading: RawReading
     ) -> float | None:
-        """Run one vendor read and translate NVML's outcome: a value, or None when absent (unsupported
-        calls are remembered and not retried; failures are counted by kind). Raises DeviceLost."""
-        key = (uuid, source.call, source.selector)
-        if key in self._skip:
-            return None
+        """Run one vendor read and translate NVML's outcome: a raw value, or None when absent
+        (unsupported answers are reported to the pipeline's memo; failures counted by kind).
+        Raises DeviceLost."""
+        source = spec.nvml
+        assert source is not None
         try:
             return read()
         except pynvml.NVMLError_GpuIsLost as err:
-            raise DeviceLost(f"{uuid}: {err}") from err
+            raise DeviceLost(f"{entity.uid}: {err}") from err
         except (
             pynvml.NVMLError_NotSupported,
             pynvml.NVMLError_FunctionNotFound,
             pynvml.NVMLLibraryMismatchError,
         ) as err:
-            self._remember_unsupported(key, err)
+            what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
+            reading.unsupported.append((entity, spec.key, f"{source.call} is {what}"))
             return None
         except pynvml.NVMLError as err:
-            tally(errors, ERROR_KINDS.get(err.value, "unknown"))
-            log.debug("%s %s(%s) failed: %s", uuid, source.call, source.selector, err)
+            reading.failed(ERROR_KINDS.get(err.value, "unknown"), spec.collector)
+            log.debug("%s %s(%s) failed: %s", entity.uid, source.call, source.selector, err)
             return None
 
-    def _remember_unsupported(self, key: tuple[str, str, str], err: Exception) -> None:
-        uuid, call, _selector = key
-        with self._memo_lock:
-            self._skip.add(key)
-            if (uuid, call) in self._logged:
-                return
-            self._logged.add((uuid, call))
-        what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
-        log.info("%s: %s is %s; not asked again until restart", uuid, call, what)
-
-    def switches(self) -> tuple[SwitchReading, ...]:
+    def read_fabric(self, request: Request) -> RawReading:
         """NVML cannot see NVSwitches (DCGM reads them through the switch driver)."""
-        return ()
+        return RawReading()
 
-    def events(self) -> dict[str, XidTally]:
-        """Xid and ECC event counts by GPU uuid."""
-        return self._listener.tallies() if self._listener is not None else {}
+    def drain_events(self) -> list[Event]:
+        """Xid and ECC events the listener queued since the last call."""
+        return self._events.drain()
+
+    def events_healthy(self) -> bool:
+        """False when no listener runs or its last wait failed."""
+        return self._listener is not None and self._listener.healthy
 
     def close(self) -> None:
         """Stop the event listener, then ``nvmlShutdown`` once per successful ``open``."""

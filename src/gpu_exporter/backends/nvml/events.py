@@ -1,8 +1,8 @@
 """Xid and ECC events through an NVML event set, counted on a thread of their own.
 
 ``nvmlEventSetWait`` blocks (it releases the GIL) for up to a second at a time, so the thread
-notices :meth:`XidListener.stop` quickly and never spins. Every event is counted; the counts only
-grow, so the sampler can export them as real counters.
+notices :meth:`XidListener.stop` quickly and never spins. Every event is queued for the pipeline,
+which owns the counts, so rebuilding the listener (when GPUs join or leave) loses nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import pynvml
 
-from gpu_exporter.backends.base import XidTally
+from gpu_exporter.backends.base import Event
 from gpu_exporter.backends.nvml.readers import Handle
 
 log = logging.getLogger(__name__)
@@ -32,30 +31,40 @@ def _address(handle: Handle) -> int | None:
     return ctypes.cast(handle, ctypes.c_void_p).value
 
 
-#: Recent Xids kept per GPU for windowed counts (dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT).
-RECENT_SECONDS = 3600.0
-_RECENT_MAX = 1000
+class EventQueue:
+    """Events waiting for the pipeline; the listener appends, the sampler drains. ``deque`` appends
+    and pops are atomic, so neither side ever waits for the other."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Event] = deque(maxlen=_QUEUE_MAX)
+
+    def put(self, event: Event) -> None:
+        self._queue.append(event)
+
+    def drain(self) -> list[Event]:
+        out = []
+        while True:
+            try:
+                out.append(self._queue.popleft())
+            except IndexError:
+                return out
 
 
-@dataclass
-class _Counts:
-    xid: dict[int, int] = field(default_factory=dict)
-    ecc: dict[str, int] = field(default_factory=dict)
-    last_xid_at: float | None = None
-    last_xid: int | None = None
-    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=_RECENT_MAX))
+#: Events kept while nobody drains them (a storm beyond this drops the oldest).
+_QUEUE_MAX = 100_000
 
 
 class XidListener:
-    """Registers every GPU for Xid and ECC events and counts what ``nvmlEventSetWait`` delivers."""
+    """Registers every GPU for Xid and ECC events and queues what ``nvmlEventSetWait`` delivers."""
 
-    def __init__(self, handles: Mapping[str, Handle]) -> None:
+    def __init__(self, handles: Mapping[str, Handle], queue: EventQueue) -> None:
         self._by_address = {_address(handle): uuid for uuid, handle in handles.items()}
         self._handles = dict(handles)
-        self._counts: dict[str, _Counts] = {uuid: _Counts() for uuid in handles}
-        self._lock = threading.Lock()
+        self._queue = queue
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nvml-events", daemon=True)
+        #: False while events cannot be received (no event set, or the last wait failed).
+        self.healthy = False
 
     def start(self) -> None:
         """Create the event set, register each GPU (those that refuse are logged once), start waiting."""
@@ -70,6 +79,7 @@ class XidListener:
                 pynvml.nvmlDeviceRegisterEvents(handle, supported & _WANTED, self._set)
             except pynvml.NVMLError as err:
                 log.warning("%s: cannot listen for Xid events (%s)", uuid, err)
+        self.healthy = True
         self._thread.start()
 
     def stop(self) -> None:
@@ -83,16 +93,6 @@ class XidListener:
             except pynvml.NVMLError as err:
                 log.debug("nvmlEventSetFree: %s", err)
 
-    def tallies(self) -> dict[str, XidTally]:
-        """Counts so far per GPU uuid (copies: the caller may keep them)."""
-        with self._lock:
-            return {
-                uuid: XidTally(
-                    dict(counts.xid), dict(counts.ecc), counts.last_xid_at, counts.last_xid, tuple(counts.recent)
-                )
-                for uuid, counts in self._counts.items()
-            }
-
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
@@ -101,12 +101,14 @@ class XidListener:
             except pynvml.NVMLError_Timeout:
                 continue
             except pynvml.NVMLError as err:
+                self.healthy = False
                 failures += 1
                 if failures == 1:
                     log.error("waiting for Xid events failed: %s (retrying every second)", err)
                 self._stop.wait(1.0)
                 continue
             failures = 0
+            self.healthy = True
             self._count(data)
 
     def _count(self, data: object) -> None:
@@ -114,17 +116,9 @@ class XidListener:
         if uuid is None:
             return
         kind = int(data.eventType)  # type: ignore[attr-defined]
-        with self._lock:
-            counts = self._counts[uuid]
-            if kind & _XID:
-                code = int(data.eventData)  # type: ignore[attr-defined]
-                counts.xid[code] = counts.xid.get(code, 0) + 1
-                now = time.time()
-                counts.last_xid_at, counts.last_xid = now, code
-                counts.recent.append((now, code))
-                while counts.recent and counts.recent[0][0] < now - RECENT_SECONDS:
-                    counts.recent.popleft()
-                log.warning("%s: Xid %d", uuid, code)
-            for bit, name in _ECC.items():
-                if kind & bit:
-                    counts.ecc[name] = counts.ecc.get(name, 0) + 1
+        now = time.time()
+        if kind & _XID:
+            self._queue.put(Event(uuid, now, xid=int(data.eventData)))  # type: ignore[attr-defined]
+        for bit, name in _ECC.items():
+            if kind & bit:
+                self._queue.put(Event(uuid, now, ecc=name))

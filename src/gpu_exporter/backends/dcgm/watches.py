@@ -1,0 +1,305 @@
+"""The DCGM watches of one connection: identity, GPU, MIG, NVLink, NVSwitch, profiling and Xid
+groups, each named ``gpu-exporter-<pid>-<nonce>-<need>``, and which fields each GPU may be asked for.
+
+Profiling fields are watched per set of fields a GPU supports (so a mixed node watches each model's
+own set); a watch the engine refuses because the profiling lock is held or permission is missing
+is retried every minute while every other watch keeps working. NVLink and NVSwitch watches are
+optional: one the engine refuses costs only its own series.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from gpu_exporter.backends.dcgm.adapter import (
+    DcgmAdapter,
+    DcgmConnectionLost,
+    DcgmError,
+    DcgmNoPermission,
+    DcgmNotSupported,
+    DcgmProfilingInUse,
+)
+from gpu_exporter.backends.dcgm.topology import Topology, build
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_GPU_CI,
+    FE_GPU_I,
+    FE_SWITCH,
+    FI_FIRST_PROFILING,
+    FI_XID_ERRORS,
+    IDENTITY_FIELDS,
+    MAX_FIELDS_PER_GROUP,
+    Blank,
+    Entity,
+    decode,
+)
+from gpu_exporter.catalogue import NVSWITCH_IDENTITY_FIELDS, MetricSpec
+
+log = logging.getLogger(__name__)
+
+#: Prefix of every group this exporter creates in DCGM (stale ones are destroyed at connect).
+GROUP_PREFIX = "gpu-exporter-"
+#: How often a profiling watch that failed (lock held, no permission) is tried again.
+PROFILING_RETRY_SECONDS = 60.0
+#: Identity fields hardly change: sampled once a minute, read at discovery.
+_IDENTITY_UPDATE_SECONDS = 60.0
+PROFILING_FIXES = {
+    "profiling_in_use": (
+        "another profiler holds the GPU profiling lock (Nsight Systems/Compute, CUPTI, or a second DCGM host "
+        "engine): run one shared nv-hostengine per node and point every DCGM client at it, or release the lock "
+        "while profiling with 'dcgmi profile --pause' / '--resume'"
+    ),
+    "profiling_no_permission": (
+        "the DCGM host engine may not use the profiling counters: run nv-hostengine as root (in a container, "
+        "with CAP_SYS_ADMIN); before Hopper, the driver option NVreg_RestrictProfilingToAdminUsers=0 also works"
+    ),
+    "profiling_failed": "see the DCGM host engine's log (nv-hostengine.log) for why the profiling module failed",
+}
+
+
+def is_profiling(spec: MetricSpec) -> bool:
+    return spec.dcgm is not None and spec.dcgm.field_id >= FI_FIRST_PROFILING
+
+
+def is_call(spec: MetricSpec) -> bool:
+    return spec.dcgm is not None and bool(spec.dcgm.call)
+
+
+def plain_fields(specs: Iterable[MetricSpec]) -> list[int]:
+    """The field ids of ``specs`` that are plain fields (not per-link lists, not calls), sorted."""
+    return sorted({s.dcgm.field_id for s in specs if s.dcgm is not None and not s.dcgm.call and not s.dcgm.links})
+
+
+def link_fields(specs: Iterable[MetricSpec], ports: Iterable[int]) -> list[int]:
+    """The per-link field ids of ``specs`` for these port numbers, sorted."""
+    wanted = set(ports)
+    return sorted({s.dcgm.links[p] for s in specs if s.dcgm is not None for p in wanted if p < len(s.dcgm.links)})
+
+
+def _chunks(fields: Sequence[int]) -> list[tuple[int, ...]]:
+    return [tuple(fields[i : i + MAX_FIELDS_PER_GROUP]) for i in range(0, len(fields), MAX_FIELDS_PER_GROUP)]
+
+
+@dataclass
+class Profiling:
+    """Per-GPU profiling state: the wanted fields each GPU supports, and the watches that failed."""
+
+    supported: dict[int, frozenset[int]] = field(default_factory=dict)  # DCGM GPU id → fields
+    failing: dict[int, str] = field(default_factory=dict)  # DCGM GPU id → error kind
+    pending: list[tuple[frozenset[int], tuple[int, ...]]] = field(default_factory=list)  # to watch again
+    retry_at: float = 0.0
+
+
+class Watches:
+    """Every group of one connection; rebuilt whole when the entities change."""
+
+    def __init__(
+        self,
+        adapter: DcgmAdapter,
+        token: str,
+        specs: Sequence[MetricSpec],
+        interval: float,
+        once: Callable[..., None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._adapter = adapter
+        self._token = token
+        self._specs = specs
+        self._interval = interval
+        self._once = once
+        self._clock = clock
+        self._names: list[str] = []
+        self._serial = 0  # numbers profiling groups, whose names must be unique per connection
+        self.profiling = Profiling()
+        self.xid_group = ""
+        self.topology = Topology()
+
+    def group(self, need: str) -> str:
+        return f"{GROUP_PREFIX}{self._token}-{need}"
+
+    def keep_age(self) -> float:
+        return max(3 * self._interval, 5.0)
+
+    def drop(self) -> None:
+        """Unwatch every group of this connection."""
+        for name in (*self._names, self.xid_group, self.group("identity")):
+            if name:
+                self._adapter.unwatch(name)
+        self._names, self.xid_group = [], ""
+        self.profiling = Profiling()
+
+    def identify(self, entities: Sequence[Entity]) -> Topology:
+        """Watch the identity fields on GPUs and MIG instances, sample them once, and build the
+        device identities from them."""
+        keys = [e.key for e in entities if e.group in (FE_GPU, FE_GPU_I, FE_GPU_CI)]
+        values: dict[tuple[int, int], dict[int, int | float | str]] = {}
+        if any(group == FE_GPU for group, _ in keys):
+            name = self.group("identity")
+            update_us = int(_IDENTITY_UPDATE_SECONDS * 1e6)
+            self._adapter.watch(name, keys, IDENTITY_FIELDS, update_us, 2 * _IDENTITY_UPDATE_SECONDS)
+            self.update_all()
+            for sample in self._adapter.latest(name):
+                decoded = decode(sample)
+                if not isinstance(decoded, Blank):
+                    values.setdefault((sample.group, sample.entity), {})[sample.field_id] = decoded
+        self.topology = build(entities, values)
+        return self.topology
+
+    def update_all(self) -> None:
+        """``dcgmUpdateAllFields``: a first fill of new watches (its failure only delays values)."""
+        try:
+            self._adapter.update_all()
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            log.debug("dcgmUpdateAllFields: %s", err)
+
+    def watch(self, watch_events: bool) -> bool:
+        """Watch what the specs need on the current topology; True when an Xid group was created."""
+        topology = self.topology
+        gpus = [(FE_GPU, gpu) for gpu in topology.gpus.values()]
+        if not gpus:
+            return False
+        computes = [(FE_GPU_CI, compute) for compute in topology.migs.values()]
+        update_us = int(self._interval * 1e6)
+        plain = plain_fields(s for s in self._specs if not is_profiling(s) and s.root == "gpu")
+        mig = plain_fields(s for s in self._specs if s.mig and not is_profiling(s))
+        linked = [(FE_GPU, gpu) for gpu in topology.gpus.values() if topology.ports(FE_GPU, gpu)]
+        ports = {port for gpu in topology.gpus.values() for port in topology.port_numbers(FE_GPU, gpu)}
+        per_link = link_fields((s for s in self._specs if s.root == "gpu"), ports)
+        switch_specs = [s for s in self._specs if s.root == "fabric"]
+        switches = [(FE_SWITCH, switch) for switch in topology.switches]
+        switch_fields = (
+            sorted({*plain_fields(s for s in switch_specs if not s.per_link), *NVSWITCH_IDENTITY_FIELDS})
+            if switch_specs
+            else []
+        )
+        switch_ports = [e.key for switch in topology.switches for e in topology.ports(FE_SWITCH, switch)]
+        port_fields = plain_fields(s for s in switch_specs if s.per_link)
+        for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
+            for number, chunk in enumerate(_chunks(fields)):
+                if entities:
+                    name = self.group(f"{need}{number}")
+                    self._adapter.watch(name, entities, chunk, update_us, self.keep_age())
+                    self._names.append(name)
+        for need, entities, fields in (
+            ("links", linked, per_link), ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
+        ):  # fmt: skip
+            for number, chunk in enumerate(_chunks(fields)):
+                if entities:
+                    self._optional(f"{need}{number}", need, entities, chunk, update_us)
+        self._watch_profiling()
+        created = False
+        if watch_events:
+            self.xid_group = self.group("xid")
+            owned = [key for key in topology.owner if key[0] in (FE_GPU, FE_GPU_I, FE_GPU_CI)]
+            # Kept long enough that no Xid expires between two reads, even when a cycle is late.
+            self._adapter.watch(self.xid_group, owned, (FI_XID_ERRORS,), update_us, max(10 * self._interval, 60.0))
+            created = True
+        self.update_all()
+        return created
+
+    def _optional(
+        self, name: str, need: str, entities: Sequence[tuple[int, int]], fields: tuple[int, ...], update_us: int
+    ) -> None:
+        try:
+            self._adapter.watch(self.group(name), entities, fields, update_us, self.keep_age())
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            self._once(
+                f"watch {need}", "DCGM refused the %s watch (%s); those series stay absent, the rest is unaffected",
+                need, err, level=logging.WARNING,
+            )  # fmt: skip
+            return
+        self._names.append(self.group(name))
+
+    def _watch_profiling(self) -> None:
+        """Ask each GPU which profiling fields it supports (per GPU, so per model), group GPUs by
+        that set and watch each set on its GPUs and their MIG instances."""
+        wanted = frozenset(s.dcgm.field_id for s in self._specs if s.dcgm is not None and is_profiling(s))
+        if not wanted:
+            return
+        state = self.profiling
+        by_fields: dict[frozenset[int], list[int]] = {}
+        for uuid, gpu in self.topology.gpus.items():
+            try:
+                supported = self._adapter.profiling_fields(gpu) & wanted
+            except DcgmConnectionLost:
+                raise
+            except DcgmNotSupported:
+                supported = frozenset()
+            except DcgmError as err:
+                self.profiling_failed([gpu], err)
+                state.pending.append((wanted, (gpu,)))
+                continue
+            state.supported[gpu] = supported
+            device = next((d for d in self.topology.devices if d.uuid == uuid), None)
+            model = (device.name if device is not None else "") or uuid
+            if not supported:
+                self._once(f"prof-none {model}", "%s does not support DCGM profiling metrics; they stay absent", model)
+            elif supported != wanted:
+                listed = ",".join(map(str, sorted(supported)))
+                self._once(f"prof-some {model}", "%s supports profiling fields %s only", model, listed)
+            if supported:
+                by_fields.setdefault(supported, []).append(gpu)
+        state.pending += [(fields, tuple(gpus)) for fields, gpus in by_fields.items()]
+        self.retry_profiling(force=True)
+
+    def retry_profiling(self, force: bool = False) -> None:
+        """Watch the pending profiling sets again (once a minute, or now with ``force``)."""
+        state = self.profiling
+        if not state.pending or (not force and self._clock() < state.retry_at):
+            return
+        pending, state.pending = state.pending, []
+        for fields, gpus in pending:
+            if not state.supported.keys() >= set(gpus):
+                # The support query itself failed: ask again first.
+                try:
+                    for gpu in gpus:
+                        state.supported[gpu] = self._adapter.profiling_fields(gpu) & fields
+                except DcgmConnectionLost:
+                    raise
+                except DcgmError as err:
+                    self.profiling_failed(list(gpus), err)
+                    state.pending.append((fields, gpus))
+                    continue
+                fields = frozenset().union(*(state.supported[gpu] for gpu in gpus))
+                if not fields:
+                    continue
+            self._serial += 1
+            name = self.group(f"prof{self._serial}")
+            entities = [(FE_GPU, gpu) for gpu in gpus] + [
+                (FE_GPU_CI, compute) for (uuid, _slot), compute in self.topology.migs.items()
+                if self.topology.gpus[uuid] in gpus
+            ]  # fmt: skip
+            try:
+                self._adapter.watch(name, entities, sorted(fields), int(self._interval * 1e6), self.keep_age())
+            except DcgmConnectionLost:
+                raise
+            except DcgmError as err:
+                self.profiling_failed(list(gpus), err)
+                state.pending.append((fields, gpus))
+                continue
+            self._names.append(name)
+            for gpu in gpus:
+                if state.failing.pop(gpu, None) is not None:
+                    log.info("DCGM profiling metrics available again on GPU id %d", gpu)
+        state.retry_at = self._clock() + PROFILING_RETRY_SECONDS
+
+    def profiling_failed(self, gpus: Iterable[int], err: DcgmError) -> None:
+        if isinstance(err, DcgmProfilingInUse):
+            kind = "profiling_in_use"
+        elif isinstance(err, DcgmNoPermission):
+            kind = "profiling_no_permission"
+        else:
+            kind = "profiling_failed"
+        for gpu in gpus:
+            self.profiling.failing[gpu] = kind
+        self._once(
+            kind, "DCGM profiling metrics unavailable (%s): %s; other metrics are unaffected. Fix: %s",
+            kind, err, PROFILING_FIXES[kind], level=logging.WARNING,
+        )  # fmt: skip

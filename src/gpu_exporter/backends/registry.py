@@ -1,0 +1,95 @@
+"""Backends by name: how each is built, and the ``--backend auto`` order. No other module branches
+on a backend's name; a new backend (AMD, Intel) adds one entry here and its sources in the catalogue.
+
+Vendor libraries load only when a backend is chosen (imports happen inside the factories).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpu_exporter.backends.base import Backend, BackendUnavailable
+from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A backend ready to open, and why it was chosen (for gpu_exporter_backend_info)."""
+
+    backend: Backend
+    reason: str
+
+
+class Unsuitable(Exception):
+    """A backend cannot be used here: ``summary`` in a few words, the message adds the fix."""
+
+    def __init__(self, reason: str, summary: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.summary = summary
+
+
+def _nvml(_settings: Settings) -> Choice:
+    from gpu_exporter.backends.nvml import NvmlBackend
+
+    return Choice(NvmlBackend(), "")
+
+
+def _dcgm(settings: Settings) -> Choice:
+    """A connected DCGM backend that sees at least one GPU; raises Unsuitable otherwise."""
+    from gpu_exporter.backends.dcgm import DcgmBackend, DcgmUnusable
+    from gpu_exporter.backends.dcgm.adapter import load_adapter
+
+    backend = DcgmBackend(
+        load_adapter, enabled_specs(settings.collectors), settings.collect_interval, settings.dcgm_address
+    )
+    try:
+        mode, gpus = backend.probe()
+    except DcgmUnusable as err:
+        raise Unsuitable(err.reason, err.summary, str(err)) from err
+    if gpus == 0:
+        backend.close()
+        raise Unsuitable("no_gpu", f"DCGM ({mode}) sees no GPU", f"the host engine ({mode}) sees no GPU")
+    return Choice(backend, mode)
+
+
+#: Name → factory. ``auto`` tries them in this order and takes the first that can be used.
+FACTORIES: dict[str, Callable[[Settings], Choice]] = {"dcgm": _dcgm, "nvml": _nvml}
+#: The names ``--backend`` accepts.
+NAMES: tuple[str, ...] = ("auto", *FACTORIES)
+
+
+def select(settings: Settings) -> tuple[Backend, str]:
+    """The backend for ``--backend`` and the reason it was chosen; raises BackendUnavailable when
+    the requested backend cannot be used at all.
+
+    ``auto`` uses DCGM when its bindings import, a host engine answers (``--dcgm.address``, else
+    the local standalone engine, else an embedded one) and it sees at least one GPU; otherwise
+    NVML, with the reason DCGM was passed over logged once and kept for gpu_exporter_backend_info.
+    """
+    name = settings.backend
+    if name != "auto":
+        try:
+            choice = FACTORIES[name](settings)
+        except Unsuitable as err:
+            raise BackendUnavailable(err.reason, f"--backend {name}: DCGM cannot be used: {err}") from err
+        return choice.backend, f"requested ({choice.reason})" if choice.reason else "requested"
+    passed_over = ""
+    for candidate, factory in FACTORIES.items():
+        try:
+            choice = factory(settings)
+        except Unsuitable as err:
+            log.info("not using %s: %s; trying the next backend", candidate.upper(), err)
+            passed_over = passed_over or f"{candidate.upper()} not available ({err.summary})"
+            if err.reason == "no_gpu":
+                passed_over = f"{err.summary}"
+            continue
+        if not passed_over:
+            return choice.backend, f"auto: {candidate.upper()} {choice.reason}".rstrip()
+        return choice.backend, f"auto: {passed_over}"
+    raise BackendUnavailable("no_backend", "no GPU backend can be used")

@@ -1,0 +1,100 @@
+"""The catalogue: one declarative table of every metric gpu-exporter exports.
+
+Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`, :mod:`.fabric`,
+:mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
+the metrics without a vendor source (identity, events, self-metrics, the Xid table) :mod:`.fixed`.
+Backends, the pipeline, the exposition, the README's metric table and the tests all read this
+table; nothing else names a metric.
+"""
+
+from __future__ import annotations
+
+from gpu_exporter.catalogue import devices, fabric, health, profiling
+from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
+from gpu_exporter.catalogue.fixed import (
+    EVENT_METRICS,
+    FIXED,
+    IDENTITY_METRICS,
+    SELF_METRICS,
+    SWITCH_FIXED_METRICS,
+    XID_CODES,
+    Xid,
+)
+from gpu_exporter.catalogue.spec import (
+    KIB,
+    MIB,
+    ONE,
+    ROOT_OF,
+    STATIC,
+    DcgmSource,
+    Derivation,
+    EntityKind,
+    FixedMetric,
+    IdleWhileHeld,
+    Integral,
+    Kind,
+    MetricSpec,
+    NvmlSource,
+    Source,
+    scaled,
+)
+from gpu_exporter.catalogue.vocabulary import (
+    CLOCK_EVENT_REASONS,
+    DEVICE_LABELS,
+    INFO_LABELS,
+    LINK_LABEL,
+    MIG_INFO_LABELS,
+    MIG_LABELS,
+    NVLINK_ERROR_FIELDS,
+    UNIT_MAXIMA,
+    UNIT_SUFFIXES,
+    VIOLATION_POLICIES,
+)
+
+#: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
+METRICS: tuple[MetricSpec, ...] = (*devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS)
+#: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
+SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS
+#: Every row, GPU rows first: the order families are rendered in.
+ALL_METRICS: tuple[MetricSpec, ...] = (*METRICS, *SWITCH_METRICS)
+
+BY_KEY: dict[str, MetricSpec] = {spec.key: spec for spec in ALL_METRICS}
+#: Rows of each family, in table order (most families have one row).
+FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
+    name: tuple(spec for spec in METRICS if spec.name == name) for name in dict.fromkeys(s.name for s in METRICS)
+}
+#: Families whose 0→1 transitions are remembered for windowed counts (dcgm-exporter's
+#: DCGM_EXP_CLOCK_EVENTS_COUNT): each row's activations, by its variant value.
+WINDOWED_FAMILIES: frozenset[str] = frozenset({"gpu_clock_event_active"})
+
+#: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
+COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in ALL_METRICS), "xid")
+#: Collectors that are off unless enabled: expensive, or needing exclusive access to the GPU.
+DEFAULT_OFF: frozenset[str] = frozenset({"profiling", "nvlink", "nvswitch"})
+DEFAULT_COLLECTORS: frozenset[str] = frozenset(COLLECTORS) - DEFAULT_OFF
+
+
+def bound(spec: MetricSpec) -> float | None:
+    """The largest plausible value of ``spec`` in base units (its own maximum, else its unit's)."""
+    return spec.bound
+
+
+def enabled_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
+    """Every row (GPU and NVSwitch) whose collector is enabled, in table order."""
+    return tuple(spec for spec in ALL_METRICS if spec.collector in collectors)
+
+
+def enabled_switch_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
+    """The NVSwitch rows whose collector is enabled, in table order."""
+    return tuple(spec for spec in SWITCH_METRICS if spec.collector in collectors)
+
+
+__all__ = [
+    "ALL_METRICS", "BY_KEY", "CLOCK_EVENT_REASONS", "COLLECTORS", "DEFAULT_COLLECTORS", "DEFAULT_OFF",
+    "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB", "LINK_LABEL",
+    "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
+    "NVSWITCH_PORT_ERRORS", "ONE", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS", "SWITCH_METRICS",
+    "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "DcgmSource",
+    "Derivation", "EntityKind", "FixedMetric", "IdleWhileHeld", "Integral", "Kind", "MetricSpec", "NvmlSource",
+    "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs", "scaled",
+]  # fmt: skip

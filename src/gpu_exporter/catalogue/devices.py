@@ -1,0 +1,217 @@
+"""GPU rows of the utilization, memory, temperature, power, clocks and pcie collectors, in table order."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from gpu_exporter.catalogue.spec import (
+    GPU_AND_MIG,
+    KIB,
+    MIB,
+    STATIC,
+    DcgmSource,
+    IdleWhileHeld,
+    Integral,
+    MetricSpec,
+    NvmlSource,
+)
+from gpu_exporter.catalogue.spec import (
+    counter as _counter,
+)
+from gpu_exporter.catalogue.spec import (
+    gauge as _gauge,
+)
+
+_PERCENT = Fraction(1, 100)
+_MILLI = Fraction(1, 1000)
+_MHZ = Fraction(10**6)
+#: Below this utilization a GPU held by a process counts as nearly idle.
+IDLE_UTILIZATION = 0.05
+
+ROWS: tuple[MetricSpec, ...] = (
+    # utilization
+    _gauge(
+        "gpu_utilization_ratio", "ratio",
+        "Fraction of the last sample period during which one or more kernels ran on the GPU", "utilization",
+        NvmlSource("nvmlDeviceGetUtilizationRates", "gpu", _PERCENT), DcgmSource(203, _PERCENT),
+        "DCGM_FI_DEV_GPU_UTIL", Fraction(100),
+    ),
+    _counter(
+        "gpu_utilization_seconds_total", "seconds",
+        "Busy time: gpu_utilization_ratio integrated over the time between samples, so rate() gives the true "
+        "average utilization over any window", "utilization",
+        None, None, derive=Integral("gpu_utilization_ratio"),
+    ),
+    _gauge(
+        "gpu_compute_processes", "", "Compute processes (CUDA contexts) running on the GPU", "utilization",
+        NvmlSource("nvmlDeviceGetComputeRunningProcesses"), None,
+    ),
+    _counter(
+        "gpu_idle_while_allocated_seconds_total", "seconds",
+        "Time the GPU sat nearly idle (utilization below 5%) while at least one compute process held it: "
+        "an input pipeline that cannot keep up shows as this rising while gpu_utilization_seconds_total also "
+        "rises", "utilization",
+        None, None, derive=IdleWhileHeld("gpu_utilization_ratio", "gpu_compute_processes", IDLE_UTILIZATION),
+    ),
+    _gauge(
+        "gpu_memory_copy_utilization_ratio", "ratio",
+        "Fraction of the last sample period during which device memory was being read or written", "utilization",
+        NvmlSource("nvmlDeviceGetUtilizationRates", "memory", _PERCENT), DcgmSource(204, _PERCENT),
+        "DCGM_FI_DEV_MEM_COPY_UTIL", Fraction(100),
+    ),
+    _gauge(
+        "gpu_encoder_utilization_ratio", "ratio", "Video encoder utilization", "utilization",
+        NvmlSource("nvmlDeviceGetEncoderUtilization", "", _PERCENT), DcgmSource(206, _PERCENT),
+        "DCGM_FI_DEV_ENC_UTIL", Fraction(100),
+    ),
+    _gauge(
+        "gpu_decoder_utilization_ratio", "ratio", "Video decoder utilization", "utilization",
+        NvmlSource("nvmlDeviceGetDecoderUtilization", "", _PERCENT), DcgmSource(207, _PERCENT),
+        "DCGM_FI_DEV_DEC_UTIL", Fraction(100),
+    ),
+    # memory
+    _gauge(
+        "gpu_memory_total_bytes", "bytes", "Framebuffer memory installed", "memory",
+        NvmlSource("nvmlDeviceGetMemoryInfo", "total"), DcgmSource(250, MIB), "DCGM_FI_DEV_FB_TOTAL", 1 / MIB,
+        entities=GPU_AND_MIG,
+    ),
+    _gauge(
+        "gpu_memory_used_bytes", "bytes", "Framebuffer memory allocated, excluding memory reserved by the driver",
+        "memory", NvmlSource("nvmlDeviceGetMemoryInfo", "used"), DcgmSource(252, MIB),
+        "DCGM_FI_DEV_FB_USED", 1 / MIB, entities=GPU_AND_MIG,
+    ),
+    _gauge(
+        "gpu_memory_free_bytes", "bytes", "Framebuffer memory available for allocation", "memory",
+        NvmlSource("nvmlDeviceGetMemoryInfo", "free"), DcgmSource(251, MIB), "DCGM_FI_DEV_FB_FREE", 1 / MIB,
+        entities=GPU_AND_MIG,
+    ),
+    _gauge(
+        "gpu_memory_reserved_bytes", "bytes", "Framebuffer memory reserved by the driver and firmware", "memory",
+        NvmlSource("nvmlDeviceGetMemoryInfo", "reserved"), DcgmSource(253, MIB),
+        "DCGM_FI_DEV_FB_RESERVED", 1 / MIB,
+    ),
+    _gauge(
+        "gpu_bar1_memory_total_bytes", "bytes", "BAR1 aperture size", "memory",
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB), every=STATIC,
+    ),
+    _gauge(
+        "gpu_bar1_memory_used_bytes", "bytes", "BAR1 aperture in use", "memory",
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "used"), DcgmSource(92, MIB),
+    ),
+    # temperature and cooling
+    _gauge(
+        "gpu_temperature_celsius", "celsius", "GPU core temperature", "temperature",
+        NvmlSource("nvmlDeviceGetTemperature", "gpu"), DcgmSource(150), "DCGM_FI_DEV_GPU_TEMP",
+    ),
+    _gauge(
+        "gpu_memory_temperature_celsius", "celsius", "Memory (HBM) temperature", "temperature",
+        NvmlSource("nvmlDeviceGetFieldValues", "memory_temperature"), DcgmSource(140),
+        "DCGM_FI_DEV_MEMORY_TEMP",
+    ),
+    _gauge(
+        "gpu_temperature_slowdown_threshold_celsius", "celsius",
+        "Core temperature at which the GPU starts to slow its clocks", "temperature",
+        NvmlSource("nvmlDeviceGetTemperatureThreshold", "slowdown"), DcgmSource(158), "DCGM_FI_DEV_SLOWDOWN_TEMP",
+        every=STATIC,
+    ),
+    _gauge(
+        "gpu_temperature_shutdown_threshold_celsius", "celsius",
+        "Core temperature at which the GPU shuts down to protect itself", "temperature",
+        NvmlSource("nvmlDeviceGetTemperatureThreshold", "shutdown"), DcgmSource(159), "DCGM_FI_DEV_SHUTDOWN_TEMP",
+        every=STATIC,
+    ),
+    _gauge(
+        "gpu_temperature_max_operating_celsius", "celsius", "Maximum operating core temperature", "temperature",
+        NvmlSource("nvmlDeviceGetTemperatureThreshold", "max_operating"), DcgmSource(152),
+        "DCGM_FI_DEV_GPU_MAX_OP_TEMP", every=STATIC,
+    ),
+    _gauge(
+        "gpu_memory_temperature_max_operating_celsius", "celsius", "Maximum operating memory (HBM) temperature",
+        "temperature", NvmlSource("nvmlDeviceGetTemperatureThreshold", "memory_max_operating"), DcgmSource(151),
+        "DCGM_FI_DEV_MEM_MAX_OP_TEMP", every=STATIC,
+    ),
+    _gauge(
+        "gpu_fan_speed_ratio", "ratio", "Fan speed as a fraction of its maximum (intended speed)", "temperature",
+        NvmlSource("nvmlDeviceGetFanSpeed", "", _PERCENT), DcgmSource(191, _PERCENT),
+        "DCGM_FI_DEV_FAN_SPEED", Fraction(100), maximum=2.0,  # NVML: "may exceed 100%"
+    ),
+    # power
+    _gauge(
+        "gpu_power_watts", "watts", "Power draw of the whole board", "power",
+        NvmlSource("nvmlDeviceGetPowerUsage", "", _MILLI), DcgmSource(155), "DCGM_FI_DEV_POWER_USAGE",
+    ),
+    _gauge(
+        "gpu_power_limit_watts", "watts", "Power limit the driver enforces, after all limiters", "power",
+        NvmlSource("nvmlDeviceGetEnforcedPowerLimit", "", _MILLI), DcgmSource(164),
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    ),
+    _gauge(
+        "gpu_power_default_limit_watts", "watts", "Default power management limit of the board", "power",
+        NvmlSource("nvmlDeviceGetPowerManagementDefaultLimit", "", _MILLI), DcgmSource(163),
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", every=STATIC,
+    ),
+    _counter(
+        "gpu_energy_joules_total", "joules", "Energy consumed since the driver was loaded", "power",
+        NvmlSource("nvmlDeviceGetTotalEnergyConsumption", "", _MILLI), DcgmSource(156, _MILLI),
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Fraction(1000),
+    ),
+    # clocks
+    _gauge(
+        "gpu_sm_clock_hertz", "hertz", "Current SM clock", "clocks",
+        NvmlSource("nvmlDeviceGetClockInfo", "sm", _MHZ), DcgmSource(100, _MHZ), "DCGM_FI_DEV_SM_CLOCK", 1 / _MHZ,
+    ),
+    _gauge(
+        "gpu_memory_clock_hertz", "hertz", "Current memory clock", "clocks",
+        NvmlSource("nvmlDeviceGetClockInfo", "memory", _MHZ), DcgmSource(101, _MHZ),
+        "DCGM_FI_DEV_MEM_CLOCK", 1 / _MHZ,
+    ),
+    _gauge(
+        "gpu_sm_clock_max_hertz", "hertz", "Maximum SM clock the GPU supports", "clocks",
+        NvmlSource("nvmlDeviceGetMaxClockInfo", "sm", _MHZ), DcgmSource(113, _MHZ),
+        "DCGM_FI_DEV_MAX_SM_CLOCK", 1 / _MHZ, every=STATIC,
+    ),
+    _gauge(
+        "gpu_memory_clock_max_hertz", "hertz", "Maximum memory clock the GPU supports", "clocks",
+        NvmlSource("nvmlDeviceGetMaxClockInfo", "memory", _MHZ), DcgmSource(114, _MHZ),
+        "DCGM_FI_DEV_MAX_MEM_CLOCK", 1 / _MHZ, every=STATIC,
+    ),
+    _gauge(
+        "gpu_performance_state", "", "Performance state, 0 (fastest) to 15 (slowest)", "clocks",
+        NvmlSource("nvmlDeviceGetPerformanceState"), DcgmSource(190), "DCGM_FI_DEV_PSTATE", maximum=15,
+    ),
+    # PCIe
+    _gauge(
+        "gpu_pcie_link_generation", "", "Current PCIe link generation (drops at idle to save power)", "pcie",
+        NvmlSource("nvmlDeviceGetCurrPcieLinkGeneration"), DcgmSource(237), "DCGM_FI_DEV_PCIE_LINK_GEN", maximum=16,
+    ),
+    _gauge(
+        "gpu_pcie_link_generation_max", "", "Highest PCIe link generation this GPU and slot support", "pcie",
+        NvmlSource("nvmlDeviceGetMaxPcieLinkGeneration"), DcgmSource(235), "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", maximum=16,
+        every=STATIC,
+    ),
+    _gauge(
+        "gpu_pcie_link_width", "", "Current PCIe link width (lanes)", "pcie",
+        NvmlSource("nvmlDeviceGetCurrPcieLinkWidth"), DcgmSource(238), "DCGM_FI_DEV_PCIE_LINK_WIDTH", maximum=64,
+    ),
+    _gauge(
+        "gpu_pcie_link_width_max", "", "Widest PCIe link (lanes) this GPU and slot support", "pcie",
+        NvmlSource("nvmlDeviceGetMaxPcieLinkWidth"), DcgmSource(236), "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", maximum=64,
+        every=STATIC,
+    ),
+    _counter(
+        "gpu_pcie_replay_errors_total", "", "PCIe replays (link-level retransmissions) since the driver loaded",
+        "pcie", NvmlSource("nvmlDeviceGetPcieReplayCounter"), DcgmSource(202), "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ),
+    _gauge(
+        "gpu_pcie_transmit_bytes_per_second", "bytes_per_second",
+        "PCIe transmit throughput averaged over a 20 ms window (KB taken as 1024 bytes)", "pcie",
+        NvmlSource("nvmlDeviceGetPcieThroughput", "tx", KIB), DcgmSource(200, KIB),
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", 1 / KIB, every=5,
+    ),
+    _gauge(
+        "gpu_pcie_receive_bytes_per_second", "bytes_per_second",
+        "PCIe receive throughput averaged over a 20 ms window (KB taken as 1024 bytes)", "pcie",
+        NvmlSource("nvmlDeviceGetPcieThroughput", "rx", KIB), DcgmSource(201, KIB),
+        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", 1 / KIB, every=5,
+    ),
+)  # fmt: skip

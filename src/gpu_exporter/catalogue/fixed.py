@@ -1,0 +1,180 @@
+"""Metrics with no vendor source (identity, per-GPU state, events, the exporter's self-metrics) and
+the Xid table shared by the exporter, the alert rules and the status page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_exporter.catalogue.spec import FixedMetric
+from gpu_exporter.catalogue.vocabulary import DEVICE_LABELS, INFO_LABELS, MIG_INFO_LABELS
+
+IDENTITY_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_info",
+        "gauge",
+        "",
+        INFO_LABELS,
+        "Identity of each GPU; value is always 1. Source: NVML device and system queries.",
+    ),
+    FixedMetric("gpu_up", "gauge", "", DEVICE_LABELS, "1 while the GPU answers, 0 after the driver reported it lost."),
+    FixedMetric(
+        "gpu_mig_info",
+        "gauge",
+        "",
+        MIG_INFO_LABELS,
+        "Identity of each MIG device; value is always 1. Source: NVML MIG device handles.",
+    ),
+)
+#: Metrics counted from driver events (collector ``xid``).
+EVENT_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_xid_errors_total",
+        "counter",
+        "",
+        (*DEVICE_LABELS, "xid"),
+        "Xid errors reported by the driver since the exporter started, by Xid code (codes of the Xid table "
+        "start at 0). Source: NVML nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
+    ),
+    FixedMetric(
+        "gpu_xid_last_timestamp_seconds",
+        "gauge",
+        "seconds",
+        DEVICE_LABELS,
+        "Unix time of the last Xid error on this GPU since the exporter started.",
+    ),
+    FixedMetric(
+        "gpu_ecc_error_events_total",
+        "counter",
+        "",
+        (*DEVICE_LABELS, "type"),
+        "ECC error events delivered by the driver since the exporter started (single_bit, double_bit). "
+        "Source: NVML nvmlEventSetWait.",
+    ),
+)
+SELF_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_exporter_build_info", "gauge", "", ("version", "python_version"), "gpu-exporter build; value is always 1."
+    ),
+    FixedMetric(
+        "gpu_exporter_backend_info",
+        "gauge",
+        "",
+        ("backend", "reason"),
+        "Backend in use and why it was chosen (or why it is down); value is always 1.",
+    ),
+    FixedMetric("gpu_exporter_backend_up", "gauge", "", (), "1 while the backend is initialised and answering."),
+    FixedMetric(
+        "gpu_exporter_collect_interval_seconds", "gauge", "seconds", (), "Configured time between sampling cycles."
+    ),
+    FixedMetric(
+        "gpu_exporter_sample_duration_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "Wall time of the last sampling cycle, all GPUs.",
+    ),
+    FixedMetric(
+        "gpu_exporter_last_sample_timestamp_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "Unix time of the last cycle in which at least one GPU was sampled.",
+    ),
+    FixedMetric(
+        "gpu_exporter_sample_errors_total",
+        "counter",
+        "",
+        ("kind",),
+        "Failed vendor calls by error kind since start (the value is left out; unsupported is not an error).",
+    ),
+    FixedMetric(
+        "gpu_exporter_invalid_values_total",
+        "counter",
+        "",
+        ("field",),
+        "Values dropped as physically implausible (driver sentinels, beyond physical bounds, used above total), "
+        "by metric.",
+    ),
+    FixedMetric(
+        "gpu_exporter_device_read_duration_seconds",
+        "gauge",
+        "seconds",
+        DEVICE_LABELS,
+        "Wall time of the last completed read of each GPU.",
+    ),
+    FixedMetric(
+        "gpu_exporter_device_stalled",
+        "gauge",
+        "",
+        DEVICE_LABELS,
+        "1 while a GPU's read has not returned within one interval (a hung driver call).",
+    ),
+    FixedMetric(
+        "gpu_exporter_collector_success",
+        "gauge",
+        "",
+        ("collector",),
+        "1 when every read the collector needed in the last cycle succeeded (an unsupported value is not a "
+        "failure), 0 when a vendor call failed or a read hung; xid: 1 while driver events can be received.",
+    ),
+    FixedMetric(
+        "gpu_exporter_collector_duration_seconds",
+        "gauge",
+        "seconds",
+        ("collector",),
+        "Time the collector's vendor calls took in the last cycle, summed over devices (on DCGM, each device's "
+        "one fetch is shared among the collectors by the number of fields each asked for).",
+    ),
+)
+#: NVSwitch identity (collector ``nvswitch``, DCGM only).
+SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (
+    FixedMetric(
+        "gpu_nvswitch_info",
+        "gauge",
+        "",
+        ("nvswitch", "pci_bus_id", "physical_id"),
+        "Identity of each NVSwitch (DCGM's switch id, PCI bus id, physical id); value is always 1. Source: DCGM "
+        "fields 866-869, 863.",
+    ),
+)
+FIXED: dict[str, FixedMetric] = {
+    metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
+}
+
+
+@dataclass(frozen=True)
+class Xid:
+    """What an Xid code means, in a few words, and how urgent it is (critical, warning or info)."""
+
+    description: str
+    severity: Literal["critical", "warning", "info"]
+
+
+#: Known Xid codes: shared by the exporter (pre-created zero counters), the alert rules and the
+#: status page. Descriptions are ours, summarising NVIDIA's Xid catalogue.
+XID_CODES: dict[int, Xid] = {
+    13: Xid("graphics engine exception: usually an application fault such as an out-of-range access", "warning"),
+    31: Xid("GPU memory page fault: usually an application bug, sometimes a driver bug", "warning"),
+    32: Xid("invalid or corrupted push buffer stream (PCIe or driver trouble)", "warning"),
+    38: Xid("driver firmware error", "critical"),
+    43: Xid("GPU stopped processing: the application's context was reset", "warning"),
+    45: Xid("preemptive cleanup after earlier errors: a process was terminated", "info"),
+    48: Xid("double-bit (uncorrectable) ECC error", "critical"),
+    61: Xid("internal micro-controller breakpoint or warning", "warning"),
+    62: Xid("internal micro-controller halt", "critical"),
+    63: Xid("ECC page retirement or row remapping recorded", "warning"),
+    64: Xid("ECC page retirement or row remapping failed", "critical"),
+    74: Xid("NVLink error", "critical"),
+    79: Xid("GPU has fallen off the bus", "critical"),
+    92: Xid("high single-bit ECC error rate", "warning"),
+    94: Xid("contained ECC error: the affected application was stopped", "warning"),
+    95: Xid("uncontained ECC error: every application on the GPU is affected, reset needed", "critical"),
+    109: Xid("context switch timeout", "warning"),
+    119: Xid("GSP firmware RPC timeout", "critical"),
+    120: Xid("GSP firmware error", "critical"),
+    140: Xid("unrecovered ECC error", "critical"),
+    154: Xid("GPU recovery action changed: the GPU needs a reset or node reboot", "critical"),
+}
+
+#: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).

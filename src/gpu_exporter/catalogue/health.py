@@ -1,0 +1,96 @@
+"""GPU rows of the clock_events and ecc collectors: throttling reasons and times, ECC, row remapping, retired pages."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from gpu_exporter.catalogue.spec import (
+    STATIC,
+    DcgmSource,
+    MetricSpec,
+    NvmlSource,
+)
+from gpu_exporter.catalogue.spec import (
+    counter as _counter,
+)
+from gpu_exporter.catalogue.spec import (
+    gauge as _gauge,
+)
+from gpu_exporter.catalogue.vocabulary import CLOCK_EVENT_REASONS, VIOLATION_POLICIES
+
+ROWS: tuple[MetricSpec, ...] = (
+    # clock events (throttling): one 0/1 series per reason bit
+    *(
+        _gauge(
+            "gpu_clock_event_active", "",
+            "1 while this reason holds the clocks below their target (clock event, formerly throttle reason)",
+            "clock_events", NvmlSource("nvmlDeviceGetCurrentClocksEventReasons", reason), DcgmSource(112, bit=bit),
+            variant=(("reason", reason),), maximum=1,
+        )
+        for reason, bit in CLOCK_EVENT_REASONS
+    ),
+    *(
+        _counter(
+            "gpu_clock_throttle_seconds_total", "seconds",
+            "Cumulative time the clocks were held below their target by this cause", "clock_events",
+            NvmlSource("nvmlDeviceGetViolationStatus", policy, Fraction(1, 10**9)),
+            DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("reason", policy),),
+        )
+        for policy, field_id, compat in VIOLATION_POLICIES
+    ),
+    # memory errors
+    _gauge(
+        "gpu_ecc_mode_enabled", "", "1 when ECC is enabled (current mode)", "ecc",
+        NvmlSource("nvmlDeviceGetEccMode", "current"), DcgmSource(300), "DCGM_FI_DEV_ECC_CURRENT", maximum=1,
+        every=STATIC,
+    ),
+    *(
+        _counter(
+            "gpu_ecc_errors_total", "",
+            "ECC errors in device memory; volatile counts since the driver loaded, aggregate over the board's life",
+            "ecc", NvmlSource("nvmlDeviceGetTotalEccErrors", f"{kind}_{counter}"), DcgmSource(field_id), compat,
+            variant=(("type", kind), ("counter", counter)),
+        )
+        for kind, counter, field_id, compat in (
+            ("corrected", "volatile", 310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),
+            ("uncorrected", "volatile", 311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+            ("corrected", "aggregate", 312, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
+            ("uncorrected", "aggregate", 313, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
+        )
+    ),
+    _counter(
+        "gpu_remapped_rows_total", "", "Memory rows remapped to spare rows, by the kind of error that caused it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "correctable"), DcgmSource(394),
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", variant=(("cause", "correctable"),),
+    ),
+    _counter(
+        "gpu_remapped_rows_total", "", "Memory rows remapped to spare rows, by the kind of error that caused it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "uncorrectable"), DcgmSource(393),
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", variant=(("cause", "uncorrectable"),),
+    ),
+    _gauge(
+        "gpu_row_remap_pending", "", "1 when a row remap is pending: reset the GPU to apply it", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "pending"), DcgmSource(396), "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        maximum=1,
+    ),
+    _gauge(
+        "gpu_row_remap_failed", "", "1 when a row remap failed: the GPU needs service", "ecc",
+        NvmlSource("nvmlDeviceGetRemappedRows", "failure"), DcgmSource(395), "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        maximum=1,
+    ),
+    _counter(
+        "gpu_retired_pages_total", "", "Framebuffer pages retired (pre-Ampere page retirement), by cause", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPages", "multiple_single_bit"), DcgmSource(390), "DCGM_FI_DEV_RETIRED_SBE",
+        variant=(("cause", "multiple_single_bit"),),
+    ),
+    _counter(
+        "gpu_retired_pages_total", "", "Framebuffer pages retired (pre-Ampere page retirement), by cause", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPages", "double_bit"), DcgmSource(391), "DCGM_FI_DEV_RETIRED_DBE",
+        variant=(("cause", "double_bit"),),
+    ),
+    _gauge(
+        "gpu_retired_pages_pending", "", "1 when pages wait to be retired at the next driver reload", "ecc",
+        NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
+        maximum=1,
+    ),
+)  # fmt: skip

@@ -1,0 +1,293 @@
+"""The shape of a catalogue row: what a metric means, which entity it describes, and where each
+backend reads it.
+
+A :class:`MetricSpec` is data only. ``entities`` names the kinds of thing a row describes (a GPU,
+its MIG instances, one NVLink, an NVSwitch, a switch port, later processes, pods and jobs);
+``sources`` maps a backend's name to where that backend reads the raw value and the exact factor
+into the base unit; ``derive`` marks a row the pipeline computes from other rows instead of
+reading it. Everything else in the exporter reads these rows: nothing names a metric in code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal, Protocol
+
+from gpu_exporter.catalogue.vocabulary import UNIT_MAXIMA, help_text
+
+Kind = Literal["gauge", "counter"]
+#: The kinds of thing a sample can describe. A GPU root owns its MIG instances and NVLinks; the
+#: fabric root owns the NVSwitches and their ports. Processes, pods and jobs hang off a GPU too.
+EntityKind = Literal["gpu", "mig", "nvlink", "nvswitch", "nvswitch_port", "process", "pod", "job"]
+#: Which root's worker reads an entity kind (a GPU's worker reads the GPU and everything under it).
+ROOT_OF: dict[str, Literal["gpu", "fabric"]] = {
+    "gpu": "gpu",
+    "mig": "gpu",
+    "nvlink": "gpu",
+    "process": "gpu",
+    "pod": "gpu",
+    "job": "gpu",
+    "nvswitch": "fabric",
+    "nvswitch_port": "fabric",
+}
+
+# Scale factors are exact fractions so that 612345 mW becomes 612.345 W, not 612.3450000000001.
+ONE = Fraction(1)
+KIB = Fraction(1024)
+MIB = Fraction(1024 * 1024)
+
+
+def scaled(raw: float, scale: Fraction) -> float:
+    """``raw × scale`` rounded once (multiply by the numerator, then divide by the denominator), so
+    integer vendor values convert to the nearest float: 312450 mW → 312.45 W exactly."""
+    return raw * scale.numerator / scale.denominator
+
+
+class Source(Protocol):
+    """Where one backend reads a row, and how its raw value becomes the base-unit value."""
+
+    @property
+    def scale(self) -> Fraction: ...
+
+    def value(self, raw: float) -> float:
+        """The base-unit value of ``raw`` (the vendor's number as the backend read it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class NvmlSource:
+    """Where the NVML backend reads a value.
+
+    ``call`` is the pynvml function (the C symbol it resolves may carry a ``_vN`` suffix);
+    ``selector`` picks one value of a call that returns several (a struct field or an argument
+    such as the clock type), empty for calls that return one number. ``scale`` multiplies the raw
+    NVML value into the metric's base unit.
+    """
+
+    call: str
+    selector: str = ""
+    scale: Fraction = ONE
+
+    def value(self, raw: float) -> float:
+        return scaled(raw, self.scale)
+
+
+@dataclass(frozen=True)
+class DcgmSource:
+    """Where the DCGM backend reads a value: a numeric field id (names change between DCGM
+    releases, numbers do not) and the factor from DCGM's unit to the base unit. A non-zero ``bit``
+    reads one flag of a bitmask field as 0 or 1. A per-link row names one field per link instead
+    (``links[n]`` is link n's field; ``field_id`` is link 0's). A ``call`` row is not a field at
+    all: the value comes from that DCGM call (``field_id`` is 0)."""
+
+    field_id: int
+    scale: Fraction = ONE
+    bit: int = 0
+    links: tuple[int, ...] = ()
+    call: str = ""
+
+    @property
+    def fields(self) -> tuple[int, ...]:
+        """Every field id this source reads (none for a ``call`` source)."""
+        if self.call:
+            return ()
+        return self.links or (self.field_id,)
+
+    def value(self, raw: float) -> float:
+        if self.bit:
+            return 1.0 if int(raw) & self.bit else 0.0
+        return scaled(raw, self.scale)
+
+
+@dataclass(frozen=True)
+class Integral:
+    """A counter that integrates the gauge ``of`` (a catalogue key) over the time between samples:
+    busy seconds from a utilization ratio."""
+
+    of: str
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.of,)
+
+    def describe(self) -> str:
+        return f"integrated from {self.of} at every sample"
+
+
+@dataclass(frozen=True)
+class IdleWhileHeld:
+    """A counter of the time ``utilization`` stayed below ``below`` while ``holders`` (a count of
+    processes) was at least one; absent where ``holders`` cannot be read."""
+
+    utilization: str
+    holders: str
+    below: float
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.utilization, self.holders)
+
+    def describe(self) -> str:
+        return f"integrated from {self.utilization} and {self.holders} at every sample"
+
+
+Derivation = Integral | IdleWhileHeld
+
+
+@dataclass(frozen=True, eq=False)
+class MetricSpec:
+    """One exported metric about an entity.
+
+    ``unit`` is the base unit, also the name's suffix. ``collector`` is the ``--collector.NAME``
+    that enables it. ``entities`` are the kinds it describes, in render order (a GPU row NVML also
+    reports per MIG device lists ``("gpu", "mig")``). ``every`` samples an expensive call only every
+    Nth cycle (the last value is kept in between). ``derive`` says how the pipeline computes a row
+    that has no vendor source. ``compat_name`` and ``compat_scale`` render the same sample under
+    dcgm-exporter's name and unit. ``variant`` gives the extra labels of one series of a family
+    that several rows share (e.g. ``reason``). ``maximum`` is the physical bound in base units
+    above which a value is dropped as invalid.
+    """
+
+    name: str
+    kind: Kind
+    unit: str
+    description: str
+    collector: str
+    sources: Mapping[str, NvmlSource | DcgmSource] = field(default_factory=dict)
+    entities: tuple[EntityKind, ...] = ("gpu",)
+    compat_name: str | None = None
+    compat_scale: Fraction = ONE
+    every: int = 1
+    derive: Derivation | None = None
+    variant: tuple[tuple[str, str], ...] = ()
+    maximum: float | None = None
+
+    @property
+    def key(self) -> str:
+        """Unique key of this row: the name, plus the variant labels when the family has several rows."""
+        if not self.variant:
+            return self.name
+        return self.name + "{" + ",".join(f"{label}={value}" for label, value in self.variant) + "}"
+
+    @property
+    def help(self) -> str:
+        """HELP text: the meaning, the unit and the source on each backend (shared by a family's rows)."""
+        return help_text(self)
+
+    @property
+    def bound(self) -> float | None:
+        """The largest plausible value in base units (the row's own maximum, else its unit's)."""
+        return self.maximum if self.maximum is not None else UNIT_MAXIMA.get(self.unit)
+
+    @property
+    def root(self) -> Literal["gpu", "fabric"]:
+        """Which worker reads this row: a GPU's, or the fabric's (NVSwitches)."""
+        return ROOT_OF[self.entities[0]]
+
+    def source(self, backend: str) -> NvmlSource | DcgmSource | None:
+        """Where ``backend`` reads this row; None when it cannot (or the row is derived)."""
+        return self.sources.get(backend)
+
+    @property
+    def nvml(self) -> NvmlSource | None:
+        source = self.sources.get("nvml")
+        return source if isinstance(source, NvmlSource) else None
+
+    @property
+    def dcgm(self) -> DcgmSource | None:
+        source = self.sources.get("dcgm")
+        return source if isinstance(source, DcgmSource) else None
+
+    @property
+    def mig(self) -> bool:
+        """Also read per MIG instance."""
+        return "mig" in self.entities
+
+    @property
+    def per_link(self) -> bool:
+        """About one NVLink (of a GPU, or a port of an NVSwitch)."""
+        return self.entities[0] in ("nvlink", "nvswitch_port")
+
+    @property
+    def nvswitch(self) -> bool:
+        """About an NVSwitch or one of its ports rather than a GPU."""
+        return self.root == "fabric"
+
+
+@dataclass(frozen=True)
+class FixedMetric:
+    """A metric with no vendor source: identity, per-GPU state and the exporter's self-metrics."""
+
+    name: str
+    kind: Kind
+    unit: str
+    labels: tuple[str, ...]
+    help: str
+
+
+def row(
+    name: str,
+    kind: Kind,
+    unit: str,
+    description: str,
+    collector: str,
+    nvml: NvmlSource | None,
+    dcgm: DcgmSource | None,
+    compat: str | None = None,
+    compat_scale: Fraction = ONE,
+    *,
+    entities: tuple[EntityKind, ...] = ("gpu",),
+    every: int = 1,
+    derive: Derivation | None = None,
+    variant: tuple[tuple[str, str], ...] = (),
+    maximum: float | None = None,
+) -> MetricSpec:
+    """A row with its NVML and DCGM sources given in that order (None where a backend has none)."""
+    sources: dict[str, NvmlSource | DcgmSource] = {}
+    if nvml is not None:
+        sources["nvml"] = nvml
+    if dcgm is not None:
+        sources["dcgm"] = dcgm
+    return MetricSpec(
+        name, kind, unit, description, collector, sources, entities, compat, compat_scale, every, derive, variant,
+        maximum,
+    )  # fmt: skip
+
+
+#: Rows a GPU reports for the whole card and, where NVML or DCGM does, per MIG instance.
+GPU_AND_MIG: tuple[EntityKind, ...] = ("gpu", "mig")
+#: Cadence of near-static values (limits, thresholds, maximum clocks and link widths, ECC mode), which
+#: change only with an admin action or a driver reload: read every 60th cycle, about once a minute.
+STATIC = 60
+
+
+def gauge(
+    name: str,
+    unit: str,
+    description: str,
+    collector: str,
+    nvml: NvmlSource | None,
+    dcgm: DcgmSource | None,
+    compat: str | None = None,
+    compat_scale: Fraction = ONE,
+    **kwargs: Any,
+) -> MetricSpec:
+    """A gauge row (see :func:`row`)."""
+    return row(name, "gauge", unit, description, collector, nvml, dcgm, compat, compat_scale, **kwargs)
+
+
+def counter(
+    name: str,
+    unit: str,
+    description: str,
+    collector: str,
+    nvml: NvmlSource | None,
+    dcgm: DcgmSource | None,
+    compat: str | None = None,
+    compat_scale: Fraction = ONE,
+    **kwargs: Any,
+) -> MetricSpec:
+    """A counter row (see :func:`row`)."""
+    return row(name, "counter", unit, description, collector, nvml, dcgm, compat, compat_scale, **kwargs)

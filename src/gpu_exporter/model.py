@@ -1,0 +1,61 @@
+"""Entities: the things a sample is about, one topology for every backend.
+
+Every sample is keyed by (entity, catalogue key). An :class:`Entity` carries its kind, a ``uid``
+that stays the same across cycles and rediscoveries (memos and logs use it), the labels its series
+carry, in order, and the extra labels of its kind's ``*_info`` metric. The constructors below are
+the only place those labels are spelled; a new kind (process, pod, job) adds one here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_exporter.catalogue import LINK_LABEL, EntityKind
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One thing measured: a GPU, a MIG instance, an NVLink, an NVSwitch or one of its ports."""
+
+    kind: EntityKind
+    uid: str
+    labels: Labels
+    info: Labels = ()
+
+
+def gpu(index: int, uuid: str) -> Entity:
+    """A physical GPU: labels ``gpu`` (NVML index) and ``uuid``."""
+    return Entity("gpu", uuid, (("gpu", str(index)), ("uuid", uuid)))
+
+
+def mig(
+    index: int, uuid: str, gpu_instance: int, compute_instance: int, profile: str, mig_uuid: str, name: str
+) -> Entity:
+    """A MIG compute instance of GPU ``uuid``: the GPU's labels, then ``gpu_instance``,
+    ``compute_instance`` and ``profile``; its own UUID and name go on ``gpu_mig_info``."""
+    labels = (
+        ("gpu", str(index)), ("uuid", uuid), ("gpu_instance", str(gpu_instance)),
+        ("compute_instance", str(compute_instance)), ("profile", profile),
+    )  # fmt: skip
+    uid = mig_uuid or f"{uuid}/mig{gpu_instance}.{compute_instance}"
+    return Entity("mig", uid, labels, (("mig_uuid", mig_uuid), ("name", name)))
+
+
+def nvlink(index: int, uuid: str, link: int) -> Entity:
+    """NVLink ``link`` of GPU ``uuid``."""
+    return Entity("nvlink", f"{uuid}/nvlink{link}", (("gpu", str(index)), ("uuid", uuid), (LINK_LABEL, str(link))))
+
+
+def nvswitch(switch: int, pci_bus_id: str = "", physical_id: str = "") -> Entity:
+    """An NVSwitch by the backend's switch id; PCI bus id and physical id go on ``gpu_nvswitch_info``."""
+    return Entity(
+        "nvswitch", f"nvswitch{switch}", (("nvswitch", str(switch)),),
+        (("pci_bus_id", pci_bus_id), ("physical_id", physical_id)),
+    )  # fmt: skip
+
+
+def nvswitch_port(switch: int, port: int) -> Entity:
+    """Port ``port`` (an NVLink) of NVSwitch ``switch``."""
+    return Entity("nvswitch_port", f"nvswitch{switch}/port{port}", (("nvswitch", str(switch)), (LINK_LABEL, str(port))))

@@ -1,0 +1,117 @@
+"""Rows the pipeline computes rather than reads (the catalogue's ``derive`` data), and the windows
+of state changes dcgm-exporter's compatibility counts need.
+
+Integrators fold each new read of an entity: an :class:`~gpu_exporter.catalogue.Integral` adds
+value × time since the previous read, an :class:`~gpu_exporter.catalogue.IdleWhileHeld` adds the
+time while the utilization stayed below its threshold with a holder present. The time is capped at
+the stale limit, so an entity unreachable for minutes is not credited with guessed time. An
+entity's integrators restart when it is lost (a counter reset, which ``rate()`` handles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpu_exporter.catalogue import WINDOWED_FAMILIES, IdleWhileHeld, Integral, MetricSpec
+from gpu_exporter.model import Entity
+
+#: How long state changes are remembered for windowed counts.
+WINDOW_MEMORY_SECONDS = 3600.0
+
+
+@dataclass
+class _Accumulator:
+    total: float | None = None
+    at: float | None = None  # finished_at of the last read folded in
+
+
+class Integrators:
+    """Derived rows per (entity uid, row key)."""
+
+    def __init__(self, specs: Sequence[MetricSpec], cap_seconds: float) -> None:
+        self._rows = tuple(spec for spec in specs if spec.derive is not None)
+        self._cap = cap_seconds
+        self._state: dict[tuple[str, str], _Accumulator] = {}
+
+    def fold(self, entity: Entity, values: Mapping[str, float], at: float) -> None:
+        """Fold the values of one new read of ``entity`` that finished at monotonic time ``at``."""
+        for spec in self._rows:
+            if entity.kind not in spec.entities:
+                continue
+            acc = self._state.setdefault((entity.uid, spec.key), _Accumulator())
+            derive = spec.derive
+            if isinstance(derive, Integral):
+                self._integrate(acc, values.get(derive.of), at)
+            elif isinstance(derive, IdleWhileHeld):
+                self._idle(acc, derive, values.get(derive.utilization), values.get(derive.holders), at)
+
+    def _elapsed(self, acc: _Accumulator, at: float) -> float:
+        assert acc.at is not None
+        return max(0.0, min(at - acc.at, self._cap))
+
+    def _integrate(self, acc: _Accumulator, value: float | None, at: float) -> None:
+        if value is None:
+            return
+        if acc.total is None or acc.at is None:
+            acc.total = 0.0
+        else:
+            acc.total += value * self._elapsed(acc, at)
+        acc.at = at
+
+    def _idle(
+        self, acc: _Accumulator, rule: IdleWhileHeld, utilization: float | None, holders: float | None, at: float
+    ) -> None:
+        if utilization is None:
+            return
+        if acc.at is None:
+            acc.total = 0.0 if holders is not None else None
+        elif holders is None:
+            acc.total = None
+        else:
+            idle = self._elapsed(acc, at) if utilization < rule.below and holders >= 1 else 0.0
+            acc.total = (acc.total or 0.0) + idle
+        acc.at = at
+
+    def values(self, entity: Entity) -> dict[str, float]:
+        """The derived values of ``entity`` that exist."""
+        out = {}
+        for spec in self._rows:
+            acc = self._state.get((entity.uid, spec.key))
+            if acc is not None and acc.total is not None:
+                out[spec.key] = acc.total
+        return out
+
+    def reset(self, uid: str) -> None:
+        """Forget every integrator of entity ``uid`` (it was lost)."""
+        for key in [key for key in self._state if key[0] == uid]:
+            del self._state[key]
+
+
+class Windows:
+    """Unix times at which each row of a windowed family turned 1, per entity uid and variant value."""
+
+    def __init__(self, specs: Sequence[MetricSpec]) -> None:
+        self._rows = {spec.key: spec.variant[0][1] for spec in specs if spec.name in WINDOWED_FAMILIES and spec.variant}
+        self._active: dict[str, frozenset[str]] = {}
+        self._times: dict[str, dict[str, list[float]]] = {}
+
+    def note(self, uid: str, values: Mapping[str, float], now: float) -> None:
+        """Remember which rows turned active in this read (wall time ``now``)."""
+        if not self._rows:
+            return
+        active = frozenset(reason for key, reason in self._rows.items() if values.get(key) == 1)
+        times = self._times.setdefault(uid, {})
+        for reason in active - self._active.get(uid, frozenset()):
+            times.setdefault(reason, []).append(now)
+        for reason, seen in times.items():
+            times[reason] = [t for t in seen if t >= now - WINDOW_MEMORY_SECONDS]
+        self._active[uid] = active
+
+    def snapshot(self) -> dict[str, dict[str, tuple[float, ...]]]:
+        """Copies of the remembered times, by uid and variant value."""
+        return {uid: {reason: tuple(t) for reason, t in times.items()} for uid, times in self._times.items()}
+
+    def forget(self, uid: str) -> None:
+        self._times.pop(uid, None)
+        self._active.pop(uid, None)

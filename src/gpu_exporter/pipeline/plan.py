@@ -1,0 +1,43 @@
+"""Which rows each read asks for: the only place a row's cadence (``every``) is interpreted.
+
+A row is due in cycle ``c`` when ``c % every == 0``; between its reads the pipeline keeps its last
+value, served while younger than ``every + 2`` intervals (other rows: ``STALE_INTERVALS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpu_exporter.backends.base import Request
+from gpu_exporter.catalogue import MetricSpec
+
+#: A value is current while its read finished at most this many intervals ago.
+STALE_INTERVALS = 3
+
+
+class Plan:
+    """The rows one backend reads for each root kind, and how long each value stays current."""
+
+    def __init__(self, specs: Sequence[MetricSpec], backend: str) -> None:
+        #: The rows this backend can read (derived rows and rows it has no source for left out).
+        self.readable = tuple(spec for spec in specs if spec.derive is None and spec.source(backend) is not None)
+        self._by_root = {root: tuple(spec for spec in self.readable if spec.root == root) for root in ("gpu", "fabric")}
+        self.slow: dict[str, int] = {spec.key: spec.every for spec in self.readable if spec.every > 1}
+
+    def wants(self, root: str) -> bool:
+        """True when any row is read from roots of this kind (``gpu`` or ``fabric``)."""
+        return bool(self._by_root[root])
+
+    def request(self, root: str, cycle: int, asks: Callable[[str, str], bool], everything: bool = False) -> Request:
+        """The rows of ``root`` due in ``cycle`` (all of them with ``everything``: a root's first read)."""
+        due = tuple(spec for spec in self._by_root[root] if everything or cycle % spec.every == 0)
+        return Request(cycle, due, asks)
+
+    def due(self, key: str, cycle: int) -> bool:
+        """Whether the row ``key`` was asked for in ``cycle``."""
+        return cycle % self.slow.get(key, 1) == 0
+
+    def current_for(self, key: str) -> int:
+        """How many intervals a value of ``key`` stays current after its read."""
+        every = self.slow.get(key)
+        return STALE_INTERVALS if every is None else every + 2

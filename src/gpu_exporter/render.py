@@ -1,0 +1,29 @@
+"""The native renderer: a frame's families under gpu-exporter's own names, encoded once in both
+exposition formats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.exposition import render
+from gpu_exporter.families import device_families, fabric_families, self_families
+from gpu_exporter.snapshot import Frame, Rendered
+
+Renderer = Callable[[Frame], Rendered]
+
+
+def native_renderer(specs: Sequence[MetricSpec]) -> Renderer:
+    """Render frames under gpu-exporter's own names (NVSwitch families only when a fabric row is
+    enabled, i.e. the nvswitch collector is on)."""
+    fabric = any(spec.root == "fabric" for spec in specs)
+
+    def render_native(frame: Frame) -> Rendered:
+        families = [
+            *device_families(specs, frame.host, frame.devices, frame.events),
+            *(fabric_families(specs, frame.fabric) if fabric else ()),
+            *self_families(frame.stats, frame.devices),
+        ]
+        return render(families)
+
+    return render_native

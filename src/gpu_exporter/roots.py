@@ -1,0 +1,128 @@
+"""What the sampler keeps per root between cycles, and the control worker that opens and
+re-enumerates the backend off the sampler's thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpu_exporter import model
+from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, RawReading
+from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.convert import Converted
+from gpu_exporter.worker import Result, Worker
+
+BACKOFF_MAX_SECONDS = 30.0
+
+
+def identity_entities(identity: DeviceIdentity) -> list[Entity]:
+    """The entities a GPU has by its identity alone: the GPU, then its MIG instances."""
+    entities = [model.gpu(identity.index, identity.uuid)]
+    for mig in identity.migs:
+        entities.append(
+            model.mig(
+                identity.index, identity.uuid, mig.gpu_instance, mig.compute_instance, mig.profile, mig.uuid, mig.name
+            )
+        )
+    return entities
+
+
+@dataclass
+class RootState:
+    """A GPU (or the fabric) between cycles: its worker, identity, last result taken into the
+    pipeline and what it converted to, slow-cadence values (value, finished_at) by entity and key,
+    whether it is lost, and since when (monotonic) it is out of the driver's device list."""
+
+    worker: Worker[RawReading]
+    identity: DeviceIdentity | None = None
+    seen: Result[RawReading] | None = None
+    current: Converted | None = None
+    current_at: float | None = None
+    slow: dict[tuple[Entity, str], tuple[float, float]] = field(default_factory=dict)
+    lost: bool = False
+    vanished_at: float | None = None
+    everything_in: int | None = None  # the cycle of the first read, which asked for every row
+
+
+class Backoff:
+    """Doubling delay between retries, from 1 s to BACKOFF_MAX_SECONDS."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._delay, self._next = 1.0, 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def failed(self, now: float) -> None:
+        self._next = now + self._delay
+        self._delay = min(self._delay * 2, BACKOFF_MAX_SECONDS)
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    """What the control worker did: ``opened`` (host, devices), ``discovered`` (devices),
+    ``unavailable`` (opening failed) or ``down`` (re-enumerating failed; the backend was closed),
+    with the reason word and the message of a failure."""
+
+    kind: Literal["opened", "discovered", "unavailable", "down"]
+    host: HostIdentity = field(default_factory=HostIdentity)
+    devices: Sequence[DeviceIdentity] = ()
+    reason: str = ""
+    message: str = ""
+
+
+class Control:
+    """Opens, re-enumerates and (after a failed enumeration) closes the backend on its own thread."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        watch_events: bool,
+        done: threading.Condition,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._backend = backend
+        self._watch_events = watch_events
+        self._action: Literal["open", "discover"] = "open"
+        self._taken: Result[ControlOutcome] | None = None
+        self.worker: Worker[ControlOutcome] = Worker("backend-control", self._run, done, clock)
+
+    def start(self, action: Literal["open", "discover"], cycle: int) -> None:
+        """Begin ``action`` unless the previous one still runs."""
+        if self.worker.busy_since is None:
+            self._action = action
+            self.worker.trigger(cycle)
+
+    def take(self) -> ControlOutcome | None:
+        """The outcome of a finished action, once."""
+        result = self.worker.result
+        if result is None or result is self._taken:
+            return None
+        self._taken = result
+        if result.value is None:  # the action raised something unexpected
+            return ControlOutcome(
+                "unavailable" if self._action == "open" else "down", reason="exception", message=result.error
+            )
+        return result.value
+
+    def _run(self, _cycle: int) -> ControlOutcome:
+        if self._action == "open":
+            try:
+                host, devices = self._backend.open(self._watch_events)
+            except BackendUnavailable as err:
+                return ControlOutcome("unavailable", reason=err.reason, message=str(err))
+            return ControlOutcome("opened", host, devices)
+        try:
+            devices = self._backend.discover()
+        except BackendUnavailable as err:
+            # The library stopped working altogether (e.g. DCGM's host engine went away): the
+            # backend is down until it reopens, which the sampler retries with backoff.
+            self._backend.close()
+            return ControlOutcome("down", reason=err.reason, message=str(err))
+        return ControlOutcome("discovered", devices=devices)

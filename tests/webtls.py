@@ -74,7 +74,7 @@ def launch(
     workdir: Path,
     *args: str,
     ready: Callable[[Exporter], bool] | None = None,
-    scenario: str = "h100x4.scn",
+    scenario: str | Path = "h100x4.scn",
     prefix: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
 ) -> Exporter:

@@ -1,0 +1,53 @@
+"""Signals by PID on the real exporter: SIGTERM, SIGINT and SIGQUIT stop it cleanly with exit 0 and
+one line; SIGHUP, SIGUSR1 and SIGUSR2 never kill it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.webtls import launch
+
+
+def _wait_exit(process: subprocess.Popen[bytes], seconds: float = 20) -> int:
+    return process.wait(seconds)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGQUIT])
+def test_stop_signals_exit_0_with_one_line(fakenvml_dir: Path, tmp_path: Path, signum: signal.Signals) -> None:
+    exporter = launch(fakenvml_dir, tmp_path, "--collect-interval", "200ms")
+    try:
+        assert exporter.get("/metrics").status_code == 200
+        exporter.process.send_signal(signum)
+        assert _wait_exit(exporter.process) == 0
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    assert log.count(f"received {signum.name}: shutting down") == 1
+    assert "Application shutdown complete" in log
+    if signum == signal.SIGQUIT:
+        assert "most recent call first" in log  # every thread's stack, as operators expect of SIGQUIT
+    else:
+        assert "Traceback" not in log and "most recent call" not in log
+
+
+def test_hup_and_usr_signals_never_kill(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = launch(fakenvml_dir, tmp_path, "--collect-interval", "200ms")
+    try:
+        for signum in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+            exporter.process.send_signal(signum)
+            time.sleep(0.5)
+            assert exporter.process.poll() is None, exporter.log()
+            assert exporter.get("/metrics").status_code == 200
+        log = exporter.log()
+        assert log.count("received SIGHUP: reloading") == 2 and log.count("reload done") == 2
+        assert "received SIGUSR1: stacks of every thread follow" in log and "most recent call first" in log
+        assert "received SIGUSR2: ignored" in log
+        exporter.process.send_signal(signal.SIGTERM)
+        assert _wait_exit(exporter.process) == 0
+    finally:
+        exporter.stop()

@@ -298,8 +298,20 @@ gpu2.retired_pages.pending = 0
 gpu1.error.nvmlDeviceGetFanSpeed = UNKNOWN
 """
 #: Added to host A once Prometheus has scraped the Xid counters at 0 (the fake re-reads a changed file and
-#: delivers an Xid whose time has passed at once), so the increase is seen whatever the start-up timing.
-XIDS = "gpu3.xid = 13@0,48@0\n"
+#: delivers an Xid whose time has passed at once), so the increase is seen whatever the start-up timing;
+#: two corrected ECC errors arrive with them.
+EVENTS = "gpu3.xid = 13@0,48@0\ngpu3.ecc.volatile.corrected = 2\n"
+#: Stat panels whose value the scenarios fix: (dashboard, title) -> value.
+STAT_VALUES = {
+    ("gpu-fleet", "Exporters up"): 2,
+    ("gpu-fleet", "Exporters down"): 0,
+    ("gpu-fleet", "GPUs answering"): 5,
+    ("gpu-fleet", "GPUs lost"): 0,
+    ("gpu-fleet", "Power draw"): 612.345 + 455.12 + 98.007 + 699.999 + 151.23,
+    ("gpu-fleet", "Memory installed"): 4 * 85520809984 + 42949672960,
+    ("gpu-fleet", "PCIe links below their width"): 1,
+    ("gpu-fleet", "GPUs needing reset or service"): 0,
+}
 #: Host B: the MIG scenario with an implausible memory temperature (dropped and counted).
 HOST_B_EXTRA = """
 gpu0.temperature.memory = 300
@@ -380,7 +392,7 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
         _wait(port, 'count(up{job="gpu-exporter"} == 1) == 2', log_path)
         _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 0', log_path)
         changed = tmp_path / "host-a.new"
-        changed.write_text(host_a.read_text() + XIDS)
+        changed.write_text(host_a.read_text() + EVENTS)
         os.replace(changed, host_a)
         _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 1', log_path)
         time.sleep(2)  # two more scrapes, so every rate window holds two samples
@@ -409,12 +421,18 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
                               step="1")["data"]["result"]  # fmt: skip
             if panel.dcgm_only:
                 return f"{panel.name}: DCGM-only query has data on NVML: {expr}" if result else None
-            return None if result else f"{panel.name}: no data: {expr}"
+            if not result:
+                return f"{panel.name}: no data: {expr}"
+            expected = STAT_VALUES.get((panel.dashboard, panel.data["title"]))
+            if expected is not None and abs(float(result[0]["value"][1]) - expected) > 1e-6 * max(1, expected):
+                return f"{panel.name}: {result[0]['value'][1]}, expected {expected}: {expr}"
+            return None
 
         queries = [(panel, target) for panel in all_panels() for target in panel.data.get("targets", [])]
         with ThreadPoolExecutor(4) as pool:
             failures = [f for f in pool.map(lambda job: check(*job), queries) if f]
         unproven = {panel.name for panel, _ in queries if panel.dcgm_only}
+        assert {(p.dashboard, p.data["title"]) for p, _ in queries} >= set(STAT_VALUES)
         assert failures == [], "\n".join(failures)
         assert len(unproven) >= 4
     finally:

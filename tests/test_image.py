@@ -76,7 +76,7 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def base_image(podman: list[str]) -> str:
+def base_image(podman: list[str], tmp_path_factory: pytest.TempPathFactory) -> str:
     """A minimal Debian bookworm with python3 and python3-venv, made once and kept in podman's storage."""
     if run(*podman, "image", "exists", BASE_IMAGE).returncode == 0:
         return BASE_IMAGE
@@ -85,13 +85,17 @@ def base_image(podman: list[str]) -> str:
                "--aptopt=Acquire::Check-Valid-Until \"false\"", "bookworm", "-"]  # fmt: skip
     if mirror:
         command.append(mirror)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as debootstrap:
+    log = tmp_path_factory.mktemp("mmdebstrap") / "stderr.log"
+    with log.open("wb") as errors, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors) as debootstrap:
         assert debootstrap.stdout is not None
         imported = subprocess.run(
-            [*podman, "import", "-", BASE_IMAGE], stdin=debootstrap.stdout, capture_output=True, timeout=600, check=False
+            [*podman, "import", "-", BASE_IMAGE],
+            stdin=debootstrap.stdout,
+            capture_output=True,
+            timeout=600,
+            check=False,
         )
-        stderr = debootstrap.stderr.read().decode(errors="replace") if debootstrap.stderr else ""
-    assert debootstrap.returncode == 0, f"mmdebstrap failed:\n{stderr[-3000:]}"
+    assert debootstrap.returncode == 0, f"mmdebstrap failed:\n{log.read_text(errors='replace')[-3000:]}"
     assert imported.returncode == 0, imported.stderr.decode(errors="replace")
     return BASE_IMAGE
 

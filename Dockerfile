@@ -63,7 +63,8 @@ ENTRYPOINT ["gpu-exporter"]
 # --- dcgm: NVIDIA's DCGM 4 bindings and libraries (optional variant) ------------------------------
 FROM base AS dcgm
 ARG DCGM_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
-ARG DCGM_VERSION=1:4.*
+# Empty: the repository's newest DCGM 4; or an exact package version, e.g. 1:4.2.3-1.
+ARG DCGM_VERSION=
 USER 0
 # hadolint ignore=DL3008
 RUN set -eu; \
@@ -74,7 +75,8 @@ RUN set -eu; \
     rm /tmp/cuda-keyring.deb; \
     apt-get update; \
     apt-get install -y --no-install-recommends \
-        "datacenter-gpu-manager-4-core=${DCGM_VERSION}" "datacenter-gpu-manager-4-proprietary=${DCGM_VERSION}"; \
+        "datacenter-gpu-manager-4-core${DCGM_VERSION:+=$DCGM_VERSION}" \
+        "datacenter-gpu-manager-4-proprietary${DCGM_VERSION:+=$DCGM_VERSION}"; \
     apt-get purge -y curl; \
     apt-get autoremove -y; \
     rm -rf /var/lib/apt/lists/*

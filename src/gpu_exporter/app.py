@@ -64,6 +64,7 @@ def create_app(
             )
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
+            vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
         )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.

@@ -49,6 +49,8 @@ class Settings:
     header_timeout: float = 10.0
     idle_timeout: float = 120.0
     probes_without_auth: bool = False
+    vanished_retention: float = 3600.0
+    unsupported_retry: float = 60.0
 
     @property
     def host(self) -> str:
@@ -202,6 +204,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
            "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
            "then an embedded one.", "HOST:PORT"),
+    Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
+           "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
+           "dropped, 1s to 168h (default 1h).", "DURATION"),
+    Option("--unsupported.retry-interval", "unsupported_retry", ("unsupported", "retry-interval"),
+           _timeout(1.0, 86400.0),
+           "How often a value the driver called unsupported is asked for again, 1s to 24h (default 1m); it "
+           "is also asked again after every re-enumeration.", "DURATION"),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),

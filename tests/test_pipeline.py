@@ -1,0 +1,132 @@
+"""The sampling pipeline's promises, whatever the backend: counters and memos survive a changing
+device list, a vanished GPU is forgotten after a bounded time, a hung DCGM read stalls only its GPU,
+and no vendor call runs on the sampler's thread.
+
+Out of process on the fake NVML (the scenario file is rewritten while the exporter runs), and in
+process on the DCGM fake (which records the name of every thread that called it)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from gpu_exporter.backends.dcgm import DcgmBackend
+from gpu_exporter.backends.dcgm.values import FE_GPU
+from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
+from gpu_exporter.sampler import Sampler
+from tests.dcgmfake import int64
+from tests.harness import SCENARIOS, samples, start, value
+from tests.test_dcgm_backend import host
+from tests.test_faults import rewrite, wait_for
+
+
+def _without_gpu3(text: str) -> str:
+    kept = (line for line in text.splitlines() if not line.startswith("gpu3."))
+    return "".join(line + "\n" for line in kept).replace("device_count = 4", "device_count = 3")
+
+
+def test_xid_counters_survive_another_gpu_leaving_and_rejoining(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "host.scn"
+    full = (SCENARIOS / "h100x4.scn").read_text() + "gpu0.xid = 79@0.3\ngpu1.xid = 13@0.3\n"
+    scenario.write_text(full)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
+    try:
+        wait_for(exporter, lambda p: value(p, "gpu_xid_errors_total", gpu="1", xid="13") == 1)
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_xid_errors_total", gpu="0", xid="79") == 1)
+        last = value(parsed, "gpu_xid_last_timestamp_seconds", gpu="0")
+        assert last is not None
+        rewrite(scenario, _without_gpu3(full))  # GPU 3 leaves the driver's device list
+        gone = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="3") == 0)
+        deadline = time.monotonic() + 15  # re-enumerated (with backoff): the event listener is rebuilt
+        while "vanished from the driver's device list" not in exporter.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        gone = samples(exporter.metrics())
+        rewrite(scenario, full)  # ... and comes back
+        back = wait_for(
+            exporter, lambda p: value(p, "gpu_up", gpu="3") == 1 and bool(value(p, "gpu_power_watts", gpu="3"))
+        )
+        for parsed in (gone, back):
+            assert value(parsed, "gpu_xid_errors_total", gpu="0", xid="79") == 1
+            assert value(parsed, "gpu_xid_errors_total", gpu="1", xid="13") == 1
+            assert value(parsed, "gpu_xid_last_timestamp_seconds", gpu="0") == last
+    finally:
+        exporter.stop()
+    assert "vanished from the driver's device list" in exporter.log() and "is back" in exporter.log()
+
+
+def test_a_briefly_unsupported_call_comes_back_by_itself(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "host.scn"
+    healthy = (SCENARIOS / "h100x4.scn").read_text()
+    scenario.write_text(healthy + "gpu0.error.nvmlDeviceGetPowerUsage = NOT_SUPPORTED\n")
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--unsupported.retry-interval", "1s"
+    )
+    try:
+        hiccup = samples(exporter.metrics())
+        assert value(hiccup, "gpu_power_watts", gpu="0") is None  # absent, not 0
+        assert value(hiccup, "gpu_power_watts", gpu="1") is not None
+        time.sleep(1.5)  # asked again every second, still unsupported: logged only once
+        rewrite(scenario, healthy)  # the driver answers again
+        back = wait_for(exporter, lambda p: value(p, "gpu_power_watts", gpu="0") == 612.345, timeout=10)
+        assert value(back, "gpu_exporter_collector_success", collector="power") == 1
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    assert log.count("nvmlDeviceGetPowerUsage is not supported; asked again") == 1, log
+    assert "answers again (was: nvmlDeviceGetPowerUsage is not supported)" in log
+
+
+def test_a_vanished_gpu_is_forgotten_after_the_retention(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "host.scn"
+    full = (SCENARIOS / "h100x4.scn").read_text()
+    scenario.write_text(full)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--gpu.vanished-retention", "2s")
+    try:
+        rewrite(scenario, _without_gpu3(full))
+        down = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="3") == 0)
+        assert value(down, "gpu_up", gpu="2") == 1
+        started = time.monotonic()
+        gone = wait_for(exporter, lambda p: not any(dict(labels).get("gpu") == "3" for labels in p["gpu_up"]))
+        assert time.monotonic() - started >= 1.0  # kept as gpu_up 0 for the retention first
+        assert not [name for name, series in gone.items() for labels in series if dict(labels).get("gpu") == "3"]
+        assert value(gone, "gpu_up", gpu="0") == 1
+    finally:
+        exporter.stop()
+    assert "forgotten" in exporter.log()
+
+
+def test_a_hung_dcgm_read_stalls_only_its_gpu_and_never_the_sampler() -> None:
+    fake = host(gpus=3, mig_on_last=False)
+    interval = 0.25
+    specs = enabled_specs(DEFAULT_COLLECTORS)
+    sampler = Sampler(DcgmBackend(lambda: fake, specs, interval), specs, interval, "test", watch_events=True)
+    published: list[float] = []
+    sampler.start()
+    try:
+        assert sampler.first_cycle_done.wait(5)
+        fake.hang[(FE_GPU, 1)] = 6 * interval  # GPU 1's next fetch hangs for six intervals
+        fake.values[(FE_GPU, 0)][155] = int64(300)  # GPU 0's power changes meanwhile
+        deadline = time.monotonic() + 4 * interval
+        seen = sampler.snapshot
+        while time.monotonic() < deadline:
+            if sampler.snapshot is not seen:
+                seen = sampler.snapshot
+                published.append(seen.taken_at)
+            time.sleep(0.01)
+        parsed = samples(sampler.snapshot.rendered.text.decode())
+        threads = set(fake.threads)
+    finally:
+        fake.hang.clear()
+        sampler.stop()
+    # a snapshot every interval, on time (the old design published none during the hang)
+    assert len(published) >= 3
+    assert max(b - a for a, b in zip(published, published[1:], strict=False)) < 2 * interval
+    assert value(parsed, "gpu_exporter_device_stalled", gpu="1") == 1
+    assert value(parsed, "gpu_exporter_device_stalled", gpu="0") == 0
+    assert value(parsed, "gpu_power_watts", gpu="0") == 300  # the others keep updating
+    assert value(parsed, "gpu_power_watts", gpu="2") is not None
+    assert value(parsed, "gpu_exporter_collector_success", collector="power") == 0  # a read hung
+    # no vendor call ever ran on the sampler's thread (or the caller's)
+    assert "sampler" not in threads and threading.current_thread().name not in threads
+    assert {"backend-control", "fabric-reader", "gpu0-reader", "gpu1-reader"} <= threads

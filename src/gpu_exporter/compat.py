@@ -7,26 +7,29 @@ backend cannot supply are logged once and skipped. Each frame is then rendered a
 with dcgm-exporter's label order (``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
 MIG's ``GPU_I_PROFILE`` and ``GPU_I_ID``, ``Hostname``, label fields, then per-metric labels).
 Unlike dcgm-exporter, label values are escaped, floats printed exactly, and a missing value is
-simply absent. Only the text format is served: dcgm-exporter's counter names lack ``_total``, which
-OpenMetrics would require.
+simply absent. Values are scaled once from the vendor's raw value into dcgm-exporter's unit (no
+base-unit value is scaled back). The families go through the one encoder with the dcgm-exporter
+naming profile (:mod:`gpu_exporter.naming`): labels in that order, integers without a fraction,
+text format only (dcgm-exporter's counter names lack ``_total``, which OpenMetrics would require).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from prometheus_client.core import Metric
+from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, XID_CODES, MetricSpec, scaled
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, XID_CODES, DcgmSource, MetricSpec, scaled
 from gpu_exporter.counters import Counter
-from gpu_exporter.exposition import render_text
+from gpu_exporter.exposition import encode, render_text
 from gpu_exporter.families import self_families
 from gpu_exporter.model import Entity
+from gpu_exporter.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
 from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.snapshot import DeviceView, Frame, Rendered
 
@@ -59,6 +62,7 @@ class _Item:
     counter: Counter
     spec: MetricSpec | None = None
     backend_scale: Fraction = ONE
+    bit: bool = False  # the backend reads a flag of a bitmask: the raw value is the whole mask
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ def plan(
         elif counter.field in enabled and _supplied(enabled[counter.field], backend):
             spec = enabled[counter.field]
             source = spec.source(backend)
-            items.append(_Item(counter, spec, source.scale if source is not None else ONE))
+            bit = isinstance(source, DcgmSource) and bool(source.bit)
+            items.append(_Item(counter, spec, source.scale if source is not None else ONE, bit))
         elif counter.field in known:
             spec = known[counter.field]
             reason = (
@@ -129,12 +134,14 @@ def _supplied(spec: MetricSpec, backend: str) -> bool:
 
 
 def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
-    """Render frames in dcgm-exporter's names (text format only), self-metrics appended natively."""
+    """Render frames in dcgm-exporter's names (text format only), self-metrics appended natively,
+    both through the one encoder with their naming profiles."""
 
     def render_compat(frame: Frame) -> Rendered:
-        blocks = [_family_text(item, compat, frame) for item in compat.items]
-        blocks.append(_native_text(self_families(frame.stats, frame.devices)))
-        return render_text("".join(blocks).encode("utf-8"))
+        families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
+        own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
+        text = encode(families, DCGM_EXPORTER)[0] + encode(own, DCGM_EXPORTER_SELF)[0]
+        return render_text(text)
 
     return render_compat
 
@@ -155,7 +162,7 @@ def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: E
     return labels
 
 
-def _family_text(item: _Item, compat: CompatPlan, frame: Frame) -> str:
+def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     counter = item.counter
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
@@ -170,17 +177,18 @@ def _family_text(item: _Item, compat: CompatPlan, frame: Frame) -> str:
             samples += _xid_counts(frame.events.get(device.identity.uuid, XidTally()), base, frame.wall_time)
         elif counter.field == _CLOCK_COUNT:
             samples += _clock_counts(frame.windows.get(device.identity.uuid, {}), base, frame.wall_time)
-    return _text(counter.field, counter.type, counter.help, samples)
+    family = Metric(counter.field, counter.help, counter.type)
+    family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
+    return family
 
 
-def _in_dcgm_unit(item: _Item, value: float) -> float:
-    """Base value → dcgm-exporter's unit with one rounding: recover the backend's raw value (an
-    integer for NVML, which the base value represents exactly enough to snap back), then scale it
-    by raw→base×base→compat at once, so 55 % stays 55, not 55.00000000000001."""
+def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:
+    """dcgm-exporter's unit, scaled once from the vendor's raw value (raw × source scale × the
+    profile's factor, one rounding: 55 % stays 55, not 55.00000000000001); a derived value has no
+    raw value and is scaled from its base unit."""
     assert item.spec is not None
-    raw = value / float(item.backend_scale)
-    if raw != 0 and abs(raw - round(raw)) <= abs(raw) * 1e-12:
-        raw = float(round(raw))
+    if raw is None or item.bit:
+        return scaled(value, item.spec.compat_scale)
     return scaled(raw, item.backend_scale * item.spec.compat_scale)
 
 
@@ -189,14 +197,14 @@ def _values(
 ) -> Iterable[tuple[Labels, float]]:
     spec = item.spec
     assert spec is not None
-    value = device.values.get(spec.key)
-    if value is not None:
-        yield base, _in_dcgm_unit(item, value)
-    if spec.mig:
-        for entity, values in device.samples.items():
-            mig_value = values.get(spec.key) if entity.kind == "mig" else None
-            if mig_value is not None:
-                yield _base(compat, host, device.identity, entity), _in_dcgm_unit(item, mig_value)
+    for entity, values in device.samples.items():
+        if entity.kind not in ("gpu", "mig") or entity.kind not in spec.entities:
+            continue
+        value = values.get(spec.key)
+        if value is None:
+            continue
+        labels = base if entity.kind == "gpu" else _base(compat, host, device.identity, entity)
+        yield labels, _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:
@@ -231,44 +239,3 @@ def _clock_counts(activations: Mapping[str, Sequence[float]], base: Labels, now:
 
 # dcgm-exporter's clock_event label values, where they differ from gpu-exporter's reason names.
 _CLOCK_EVENT_NAMES = {"applications_clocks": "clocks_setting"}
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: float) -> str:
-    """Integers without a fraction (as dcgm-exporter prints them), other floats exactly (repr)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    value = float(value)
-    if value.is_integer() and abs(value) < 2**63:
-        return str(int(value))
-    return repr(value)
-
-
-def _text(name: str, kind: str, help_text: str, samples: Sequence[tuple[Labels, float]]) -> str:
-    if not samples:
-        return ""
-    lines = [f"# HELP {name} {_escape_help(help_text)}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        body = ",".join(f'{label}="{_escape_label(text)}"' for label, text in labels)
-        lines.append(f"{name}{{{body}}} {format_value(value)}" if body else f"{name} {format_value(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _native_text(families: Sequence[Metric]) -> str:
-    """gpu-exporter's own self-metrics, in the same text format."""
-    blocks = []
-    for family in families:
-        samples = [(sorted(sample.labels.items()), sample.value) for sample in family.samples]
-        kind = family.type if family.type in ("gauge", "counter") else "untyped"
-        name = family.name + ("_total" if kind == "counter" else "")
-        blocks.append(_text(name, kind, family.documentation, samples))
-    return "".join(blocks)

@@ -15,8 +15,8 @@ import gzip
 from collections.abc import Sequence
 
 from prometheus_client.core import Metric
-from prometheus_client.utils import floatToGoString
 
+from gpu_exporter.naming import NATIVE, Profile
 from gpu_exporter.snapshot import Rendered
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -39,8 +39,8 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _label_text(labels: dict[str, str]) -> str:
-    key = tuple(sorted(labels.items()))
+def _label_text(labels: dict[str, str], sort: bool = True) -> str:
+    key = tuple(sorted(labels.items())) if sort else tuple(labels.items())
     text = _LABEL_CACHE.get(key)
     if text is None:
         text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in key) + "}" if key else ""
@@ -50,29 +50,33 @@ def _label_text(labels: dict[str, str]) -> str:
     return text
 
 
-def encode(families: Sequence[Metric]) -> tuple[bytes, bytes]:
-    """(text format 0.0.4, OpenMetrics 1.0.0) bytes of ``families``."""
+def encode(families: Sequence[Metric], profile: Profile = NATIVE) -> tuple[bytes, bytes]:
+    """(text format 0.0.4, OpenMetrics 1.0.0) bytes of ``families`` written the ``profile``'s way
+    (the OpenMetrics bytes are empty when the profile has none)."""
     text: list[str] = []
     openmetrics: list[str] = []
+    value_text, sort = profile.value_text, profile.sort_labels
     for family in families:
         name, kind, documentation = family.name, family.type, family.documentation
-        text_name = name + "_total" if kind == "counter" else name
+        text_name = name + "_total" if kind == "counter" and profile.counter_suffix else name
         text.append(f"# HELP {text_name} {_escape_help(documentation)}\n")
         text.append(f"# TYPE {text_name} {kind}\n")
-        openmetrics.append(f"# HELP {name} {_escape_value(documentation)}\n# TYPE {name} {kind}\n")
-        if family.unit:
-            openmetrics.append(f"# UNIT {name} {family.unit}\n")
+        if profile.openmetrics:
+            openmetrics.append(f"# HELP {name} {_escape_value(documentation)}\n# TYPE {name} {kind}\n")
+            if family.unit:
+                openmetrics.append(f"# UNIT {name} {family.unit}\n")
         for sample in family.samples:
-            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]  # untyped upstream
-            line = f"{sample.name}{_label_text(sample.labels)} {value}\n"
+            line = f"{sample.name}{_label_text(sample.labels, sort)} {value_text(sample.value)}\n"
             text.append(line)
-            openmetrics.append(line)
-    openmetrics.append("# EOF\n")
+            if profile.openmetrics:
+                openmetrics.append(line)
+    if profile.openmetrics:
+        openmetrics.append("# EOF\n")
     return "".join(text).encode("utf-8"), "".join(openmetrics).encode("utf-8")
 
 
 def render(families: Sequence[Metric]) -> Rendered:
-    """Encode ``families`` in both formats and gzip each; families without samples are left out."""
+    """Encode ``families`` natively in both formats and gzip each; families without samples are left out."""
     text, openmetrics = encode([family for family in families if family.samples])
     return Rendered(
         text=text,
@@ -83,7 +87,7 @@ def render(families: Sequence[Metric]) -> Rendered:
 
 
 def render_text(text: bytes) -> Rendered:
-    """Text-format bytes already encoded elsewhere (compatibility mode), plain and gzip."""
+    """Text-format bytes only (a profile without OpenMetrics), plain and gzip."""
     return Rendered(text=text, text_gzip=gzip.compress(text, _GZIP_LEVEL, mtime=0))
 
 

@@ -41,7 +41,7 @@ class RootState:
     seen: Result[RawReading] | None = None
     current: Converted | None = None
     current_at: float | None = None
-    slow: dict[tuple[Entity, str], tuple[float, float]] = field(default_factory=dict)
+    slow: dict[tuple[Entity, str], tuple[float, float, float]] = field(default_factory=dict)  # value, raw, at
     lost: bool = False
     vanished_at: float | None = None
     everything_in: int | None = None  # the cycle of the first read, which asked for every row

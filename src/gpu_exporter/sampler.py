@@ -40,6 +40,7 @@ from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats,
 from gpu_exporter.worker import Result, Worker
 
 log = logging.getLogger(__name__)
+_Values = dict[Entity, dict[str, float]]
 
 __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
 
@@ -286,7 +287,8 @@ class Sampler:
                 if self._plan.due(key, result.cycle) or result.cycle == state.everything_in:
                     # due in that read: take its value, or its absence
                     if key in values:
-                        state.slow[(entity, key)] = (values[key], result.finished_at)
+                        raw = converted.raw.get(entity, {}).get(key, values[key])
+                        state.slow[(entity, key)] = (values[key], raw, result.finished_at)
                     else:
                         state.slow.pop((entity, key), None)
             self._integrators.fold(entity, values, result.finished_at)
@@ -294,20 +296,28 @@ class Sampler:
                 self._windows.note(entity.uid, values, self._wall())
         return converted
 
-    def _current(self, state: RootState, now: float) -> dict[Entity, dict[str, float]]:
-        """The root's values that are still current: fresh reads, derived rows, slow rows in cadence."""
+    def _current(
+        self, state: RootState, now: float
+    ) -> tuple[dict[Entity, dict[str, float]], dict[Entity, dict[str, float]]]:
+        """The root's values that are still current (fresh reads, derived rows, slow rows in cadence)
+        and the raw vendor values behind the read ones."""
         out: dict[Entity, dict[str, float]] = {}
+        raws: dict[Entity, dict[str, float]] = {}
         converted, at = state.current, state.current_at
         fresh = converted is not None and at is not None and now - at <= STALE_INTERVALS * self._interval
         for entity, values in (converted.values if converted is not None else {}).items():
+            assert converted is not None
+            raw = converted.raw.get(entity, {})
             current = {k: v for k, v in values.items() if k not in self._plan.slow} if fresh else {}
+            raws[entity] = {k: raw[k] for k in current if k in raw}
             if fresh:
                 current.update(self._integrators.values(entity))
             out[entity] = current
-        for (entity, key), (value, read_at) in state.slow.items():
+        for (entity, key), (value, raw_value, read_at) in state.slow.items():
             if entity in out and now - read_at <= self._plan.current_for(key) * self._interval:
                 out[entity][key] = value
-        return out
+                raws[entity][key] = raw_value
+        return out, raws
 
     def _take(self, state: RootState, notes: _CycleNotes) -> Result[RawReading] | None:
         result = state.worker.result
@@ -341,8 +351,10 @@ class Sampler:
             state.slow.clear()
             state.current = None
             return DeviceView(identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds)
-        samples = {**empty, **self._current(state, now)} if state.current is not None else empty
-        return DeviceView(identity, up=True, samples=samples, stalled=stalled, read_seconds=result.seconds)
+        if state.current is None:
+            return DeviceView(identity, up=True, samples=empty, stalled=stalled, read_seconds=result.seconds)
+        current, raw = self._current(state, now)
+        return DeviceView(identity, True, {**empty, **current}, stalled, result.seconds, raw)
 
     def _fabric_samples(self, now: float, notes: _CycleNotes) -> dict[Entity, dict[str, float]]:
         state = self._fabric
@@ -351,7 +363,7 @@ class Sampler:
         if state.worker.busy_since is not None and now - state.worker.busy_since > self._interval:
             notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "fabric")
         self._take(state, notes)
-        return self._current(state, now)
+        return self._current(state, now)[0]
 
     def _build(
         self,

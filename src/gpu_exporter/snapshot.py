@@ -33,6 +33,7 @@ class DeviceView:
     samples: Samples = field(default_factory=dict)
     stalled: bool = False
     read_seconds: float | None = None
+    raw: Samples = field(default_factory=dict)  # the vendor value behind each read sample
 
     @property
     def entity(self) -> Entity:

@@ -134,6 +134,15 @@ def test_telemetry_path_must_be_a_literal_path(path: str) -> None:
     _one_line_exit(_cli("--web.telemetry-path", path), 2, "--web.telemetry-path=")
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--web.max-connections", "0"), ("--web.max-connections", "many"), ("--web.read-header-timeout", "0s"),
+     ("--web.read-header-timeout", "1d"), ("--web.idle-timeout", "1000h"), ("--web.probes-without-auth", "perhaps")],
+)  # fmt: skip
+def test_web_limit_flags_are_checked(flag: str, value: str) -> None:
+    _one_line_exit(_cli(flag, value), 2, f"{flag}={value!r} is not allowed")
+
+
 def test_bind_failures_exit_1_with_one_line(fakenvml_dir: Path) -> None:
     env = {"LD_LIBRARY_PATH": str(fakenvml_dir), "FAKE_NVML_SCENARIO": str(SCENARIOS / "old_gpu.scn")}
     with socket.socket() as busy:

@@ -202,6 +202,9 @@ TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
     [
         ("tls_server_config: {cert_file: nope.crt, key_file: server.key}\n", "tls_server_config.cert_file='nope.crt'"),
         ("tls_server_config: {cert_file: server.crt}\n", "tls_server_config.key_file is missing"),
+        ("tls_server_config: {cert_file: /dev/zero, key_file: server.key}\n", "is a character device"),
+        ("tls_server_config: {cert_file: ., key_file: server.key}\n", "is a directory"),
+        ("tls_server_config: {cert_file: server.crt, key_file: /proc/self/mem}\n", "key_file='/proc/self/mem'"),
         ("tls_server_config: {cert_file: server.key, key_file: server.key}\n", "cannot be used"),
         ("tls_server_config: {cert_file: ca.crt, key_file: server.key}\n", "cannot be used"),
         (TLS + "  client_auth_type: Sometimes\n", "client_auth_type='Sometimes' is not one of"),

@@ -28,7 +28,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -104,7 +104,7 @@ class Credentials:
         self._good: set[bytes] = set()
         self._busy = asyncio.Semaphore(2)
 
-    async def check(self, users: dict[str, bytes] | Any, header: str) -> str | None:
+    async def check(self, users: Mapping[str, bytes], header: str) -> str | None:
         """The user name when ``header`` carries valid credentials, else None."""
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic" or len(encoded) > 1024:

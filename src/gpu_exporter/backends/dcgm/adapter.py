@@ -25,6 +25,15 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
+from gpu_exporter.backends.dcgm.errors import (
+    DcgmConnectionLost,
+    DcgmError,
+    DcgmNoPermission,
+    DcgmNotSupported,
+    DcgmProfilingInUse,
+    DcgmUnavailable,
+    dcgm_error,
+)
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -32,22 +41,18 @@ from gpu_exporter.backends.dcgm.values import (
     FE_SWITCH,
     LINK_STATE_NOT_SUPPORTED,
     ST_CONNECTION_NOT_VALID,
-    ST_FIELD_UNSUPPORTED_BY_API,
-    ST_GPU_NOT_SUPPORTED,
-    ST_IN_USE,
-    ST_NO_PERMISSION,
-    ST_NOT_SUPPORTED,
     ST_NOT_WATCHED,
-    ST_PROFILING_LIBRARY_ERROR,
-    ST_PROFILING_NOT_SUPPORTED,
-    ST_REQUIRES_ROOT,
-    STATUS_KINDS,
     Entity,
     FieldValue,
     link_entity_id,
 )
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "DcgmAdapter", "DcgmConnectionLost", "DcgmError", "DcgmNoPermission", "DcgmNotSupported", "DcgmProfilingInUse",
+    "DcgmUnavailable", "PydcgmAdapter", "dcgm_error", "load_adapter",
+]  # fmt: skip
 
 ENV_PATH = "DCGM_PYTHON_PATH"
 DCGM4_BINDINGS = "/usr/share/datacenter-gpu-manager-4/bindings/python3"
@@ -56,63 +61,6 @@ DCGM3_BINDINGS = "/usr/local/dcgm/bindings/python3"
 _OPERATION_MODE_AUTO = 1
 #: DCGM_GROUP_EMPTY: a group we fill with the entities we choose.
 _GROUP_EMPTY = 1
-
-
-class DcgmUnavailable(Exception):
-    """The bindings or ``libdcgm.so`` cannot be loaded at all. ``reason``: ``bindings_not_found``,
-    ``bindings_broken`` or ``library_not_found``."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class DcgmError(Exception):
-    """A DCGM call returned ``code`` (a DCGM_ST_* status, negative)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    @property
-    def kind(self) -> str:
-        """The status as a short word (``no_permission``, ``connection_not_valid``, ...)."""
-        return STATUS_KINDS.get(self.code, f"status_{-self.code}")
-
-
-class DcgmNotSupported(DcgmError):
-    """DCGM_ST_NOT_SUPPORTED, DCGM_ST_PROFILING_NOT_SUPPORTED, DCGM_ST_GPU_NOT_SUPPORTED."""
-
-
-class DcgmNoPermission(DcgmError):
-    """DCGM_ST_NO_PERMISSION or DCGM_ST_REQUIRES_ROOT (profiling needs a root host engine)."""
-
-
-class DcgmProfilingInUse(DcgmError):
-    """DCGM_ST_PROFILING_LIBRARY_ERROR or DCGM_ST_IN_USE: another profiler (Nsight, CUPTI, a
-    second host engine) holds the driver's one profiling lock."""
-
-
-class DcgmConnectionLost(DcgmError):
-    """DCGM_ST_CONNECTION_NOT_VALID: the host engine went away (or we never connected)."""
-
-
-_ERROR_CLASSES: dict[int, type[DcgmError]] = {
-    ST_NOT_SUPPORTED: DcgmNotSupported,
-    ST_PROFILING_NOT_SUPPORTED: DcgmNotSupported,
-    ST_GPU_NOT_SUPPORTED: DcgmNotSupported,
-    ST_FIELD_UNSUPPORTED_BY_API: DcgmNotSupported,
-    ST_NO_PERMISSION: DcgmNoPermission,
-    ST_REQUIRES_ROOT: DcgmNoPermission,
-    ST_PROFILING_LIBRARY_ERROR: DcgmProfilingInUse,
-    ST_IN_USE: DcgmProfilingInUse,
-    ST_CONNECTION_NOT_VALID: DcgmConnectionLost,
-}
-
-
-def dcgm_error(code: int, message: str) -> DcgmError:
-    """The typed error for DCGM status ``code``."""
-    return _ERROR_CLASSES.get(code, DcgmError)(code, message)
 
 
 class DcgmAdapter(Protocol):

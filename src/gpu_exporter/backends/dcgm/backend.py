@@ -48,19 +48,16 @@ from gpu_exporter.backends.base import (
     Request,
 )
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError, DcgmUnavailable
-from gpu_exporter.backends.dcgm.fill import field_specs, fill, pci_bus_id, port_samples
-from gpu_exporter.backends.dcgm.topology import Topology, layout, text
+from gpu_exporter.backends.dcgm.errors import FIXES, DcgmUnusable
+from gpu_exporter.backends.dcgm.fabric import fill_switches, switch_keys, xid_events
+from gpu_exporter.backends.dcgm.fill import fill, port_samples
+from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_LINK,
-    FE_SWITCH,
-    FI_XID_ERRORS,
     ST_GPU_IS_LOST,
-    Blank,
     FieldValue,
-    decode,
-    link_entity_id,
 )
 from gpu_exporter.backends.dcgm.watches import (
     GROUP_PREFIX,
@@ -70,7 +67,7 @@ from gpu_exporter.backends.dcgm.watches import (
     link_fields,
     plain_fields,
 )
-from gpu_exporter.catalogue import NVSWITCH_IDENTITY_FIELDS, MetricSpec
+from gpu_exporter.catalogue import MetricSpec
 
 log = logging.getLogger(__name__)
 
@@ -79,27 +76,10 @@ __all__ = ["GROUP_PREFIX", "PROFILING_RETRY_SECONDS", "DcgmBackend", "DcgmUnusab
 #: The local standalone host engine tried first when no --dcgm.address is given.
 DEFAULT_STANDALONE = "localhost:5555"
 CONNECT_TIMEOUT_MS = 2000
-_FIXES = {
-    "bindings_not_found": "install DCGM (datacenter-gpu-manager-4-core) or set DCGM_PYTHON_PATH to its "
-    "bindings/python3 folder, or run with --backend nvml",
-    "bindings_broken": "reinstall DCGM or point DCGM_PYTHON_PATH at bindings matching this Python, or run with "
-    "--backend nvml",
-    "library_not_found": "install libdcgm of the same DCGM release as the bindings (or add its folder to "
-    "LD_LIBRARY_PATH), or run with --backend nvml",
-}
 Latest = dict[tuple[int, int], dict[int, FieldValue]]
 
 
-class DcgmUnusable(BackendUnavailable):
-    """DCGM cannot be used: ``summary`` says why in a few words (for gpu_exporter_backend_info),
-    the message adds what to do."""
-
-    def __init__(self, reason: str, summary: str, fix: str) -> None:
-        super().__init__(reason, f"{summary}; {fix}")
-        self.summary = summary
-
-
-def _by_entity(samples: Sequence[FieldValue]) -> Latest:
+def by_entity(samples: Sequence[FieldValue]) -> Latest:
     out: Latest = {}
     for sample in samples:
         out.setdefault((sample.group, sample.entity), {})[sample.field_id] = sample
@@ -179,7 +159,7 @@ class DcgmBackend:
 
     def _unusable(self, reason: str, detail: str) -> DcgmUnusable:
         where = ", ".join("embedded" if t is None else t for t in self._targets)
-        fix = _FIXES.get(reason, "see the DCGM host engine's log, or use --backend nvml")
+        fix = FIXES.get(reason, "see the DCGM host engine's log, or use --backend nvml")
         if reason == "connect_failed":
             fix = (
                 f"start nv-hostengine (systemctl start nvidia-dcgm) or correct --dcgm.address (tried {where}), or "
@@ -306,7 +286,7 @@ class DcgmBackend:
             seconds = time.perf_counter() - started
             for spec in specs:
                 reading.spent(spec.collector, seconds / len(specs))
-        return _by_entity(samples)
+        return by_entity(samples)
 
     def read(self, device: DeviceIdentity, request: Request) -> RawReading:
         """The requested rows of one GPU, its NVLinks and its MIG instances, from one fetch of their
@@ -388,7 +368,9 @@ class DcgmBackend:
             self._fetch_xids(adapter, watches)
             specs = [spec for spec in request.specs if spec.dcgm is not None and spec.root == "fabric"]
             if specs:
-                self._read_switches(adapter, watches.topology, specs, states, reading, request)
+                keys, fields = switch_keys(watches.topology, specs)
+                latest = self._fetch(adapter, keys, fields, reading, specs)
+                fill_switches(reading, latest, watches.topology, specs, states, request.asks)
         except DcgmConnectionLost as err:
             self._lost(err)
         return reading
@@ -405,45 +387,7 @@ class DcgmBackend:
             log.debug("reading Xid values: %s", err)
             return
         self._events_ok = True
-        owner = watches.topology.owner
-        for sample in sorted(samples, key=lambda s: s.ts):
-            code = decode(sample)
-            uuid = owner.get((sample.group, sample.entity))
-            if sample.field_id == FI_XID_ERRORS and uuid is not None and isinstance(code, int):
-                self._events.append(Event(uuid, sample.ts / 1e6, xid=code))
-
-    def _read_switches(
-        self,
-        adapter: DcgmAdapter,
-        topology: Topology,
-        specs: Sequence[MetricSpec],
-        states: dict[tuple[int, int, int], int],
-        reading: RawReading,
-        request: Request,
-    ) -> None:
-        switch_specs = [spec for spec in specs if not spec.per_link]
-        port_specs = [spec for spec in specs if spec.per_link]
-        ports = {switch: topology.port_numbers(FE_SWITCH, switch) for switch in topology.switches}
-        keys = [(FE_SWITCH, switch) for switch in topology.switches] + [
-            (FE_LINK, link_entity_id(FE_SWITCH, switch, port)) for switch in topology.switches for port in ports[switch]
-        ]
-        fields = sorted(
-            {*plain_fields(switch_specs), *NVSWITCH_IDENTITY_FIELDS, *plain_fields(field_specs(port_specs))}
-        )
-        latest = self._fetch(adapter, keys, fields, reading, specs)
-        for switch in topology.switches:
-            samples = latest.get((FE_SWITCH, switch), {})
-            identity: dict[int, int | float | str] = {}
-            for field_id in NVSWITCH_IDENTITY_FIELDS:
-                decoded = decode(samples[field_id]) if field_id in samples else Blank("blank")
-                if not isinstance(decoded, Blank):
-                    identity[field_id] = decoded
-            entity = model.nvswitch(switch, pci_bus_id(identity), text(identity.get(863)))
-            fill(reading, entity, samples, switch_specs, request.asks)
-            for port in ports[switch]:
-                port_latest = latest.get((FE_LINK, link_entity_id(FE_SWITCH, switch, port)), {})
-                state = states.get((FE_SWITCH, switch, port))
-                fill(reading, model.nvswitch_port(switch, port), port_latest, port_specs, request.asks, state)
+        self._events.extend(xid_events(samples, watches.topology.owner))
 
     # events and closing ----------------------------------------------------------------------
     def drain_events(self) -> list[Event]:

@@ -594,8 +594,8 @@ EXPORTER = DashboardSpec(
     "gpu-exporter",
     "gpu-exporter-self",
     "GPU / Exporter health",
-    "Is gpu-exporter itself healthy: scrapes, backend and why, sampling time, errors by kind, dropped "
-    "values, stalled devices and snapshot age.",
+    "Is gpu-exporter itself healthy: scrapes, backend and why, sampling time, each collector's success and "
+    "duration, errors by kind, dropped values, stalled devices and snapshot age.",
     (
         RowSpec("Targets and backend", (
             timeline("Scrape up", "Whether Prometheus scraped each exporter (up). Runbook: gpuexporterdown.",
@@ -620,6 +620,16 @@ EXPORTER = DashboardSpec(
                min=0, width=8),
             ts("Device read duration", "Wall time of the last completed read of each GPU: one slow GPU stands "
                "out.", "s", q(g("gpu_exporter_device_read_duration_seconds")), min=0, width=8),
+        )),
+        RowSpec("Collectors", (
+            timeline("Collector success", "1 when every read a collector needed in the last cycle succeeded "
+                     "(unsupported values are not failures), 0 when a vendor call failed or a read hung; xid: 1 "
+                     "while driver events can be received.",
+                     Query(n("gpu_exporter_collector_success"), "{{instance}} {{collector}}"),
+                     states=(("0", "failed", "red"), ("1", "ok", "green")), width=12),
+            ts("Collector duration", "Time each collector's vendor calls took in the last cycle, summed over "
+               "devices: the expensive collectors stand out.", "s",
+               Query(n("gpu_exporter_collector_duration_seconds"), "{{instance}} {{collector}}"), min=0, width=12),
         )),
         RowSpec("Errors and stalls", (
             ts("Sample errors by kind", "Failed vendor calls per second by error kind (unsupported calls are "

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.harness import SCENARIOS, free_port
 from tests.webtls import launch
 
 
@@ -51,3 +53,22 @@ def test_hup_and_usr_signals_never_kill(fakenvml_dir: Path, tmp_path: Path) -> N
         assert _wait_exit(exporter.process) == 0
     finally:
         exporter.stop()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_signals_while_starting(fakenvml_dir: Path, tmp_path: Path, delay: float) -> None:
+    """Once the program runs (its first log line), a SIGHUP while starting is ignored and a SIGTERM
+    still ends with exit 0 and no traceback."""
+    env = {"LD_LIBRARY_PATH": str(fakenvml_dir), "FAKE_NVML_SCENARIO": str(SCENARIOS / "h100x4.scn")}
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{free_port()}"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    time.sleep(delay)
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.2)
+    assert process.poll() is None, first
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, (first + output).decode()
+    assert b"Traceback" not in output

@@ -10,6 +10,7 @@ import asyncio
 import csv
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
@@ -143,8 +144,34 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
     return reload
 
 
+class _StoppedEarly(Exception):
+    """A stop signal arrived before the server took over signal handling."""
+
+
+def _early_signals() -> None:
+    """Until the server's own handlers are in place: SIGTERM/SIGINT/SIGQUIT end the start cleanly,
+    SIGHUP/SIGUSR1/SIGUSR2 are ignored (nothing to reload yet), so no signal kills silently."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _StoppedEarly(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, stop)
+    for signum in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (exit 0); 2 for usage errors, 1 when it cannot start."""
+    _early_signals()
+    try:
+        return _main(argv)
+    except _StoppedEarly as stopped:
+        log.info("received %s while starting: exiting", stopped)
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = parse_settings(args, dict(os.environ))

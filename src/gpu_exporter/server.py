@@ -55,7 +55,6 @@ SHUTDOWN_GRACE = 5.0
 #: File descriptors kept free for everything but HTTP connections (GPU library, logs, threads).
 FD_RESERVE = 64
 PROBES = ("/healthz", "/readyz")
-_DUMMY_HASH = bcrypt.hashpw(b"not a password", bcrypt.gensalt(4))
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
@@ -103,6 +102,14 @@ class Credentials:
     def __init__(self) -> None:
         self._good: set[bytes] = set()
         self._busy = asyncio.Semaphore(2)
+        self._dummies: dict[bytes, bytes] = {}  # cost → a hash of that cost, for unknown users
+
+    def _dummy(self, users: Mapping[str, bytes]) -> bytes:
+        """A hash as costly as the configured ones, so an unknown user takes as long as a known one."""
+        cost = next(iter(users.values()), b"$2b$04$")[4:6]
+        if cost not in self._dummies:
+            self._dummies[cost] = bcrypt.hashpw(b"not a password", bcrypt.gensalt(int(cost)))
+        return self._dummies[cost]
 
     async def check(self, users: Mapping[str, bytes], header: str) -> str | None:
         """The user name when ``header`` carries valid credentials, else None."""
@@ -120,7 +127,8 @@ class Credentials:
         if hashed is not None and key in self._good:
             return user
         async with self._busy:  # bcrypt is CPU-bound by design: at most two at a time, off the loop
-            ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed or _DUMMY_HASH)
+            reference = hashed if hashed is not None else await asyncio.to_thread(self._dummy, users)
+            ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), reference)
         if not ok or hashed is None:
             return None
         if len(self._good) > 1024:
@@ -177,11 +185,6 @@ class Server:
     async def run(self) -> int:
         """Lifespan startup, serve until a stop signal, graceful shutdown; the process's exit code."""
         loop = asyncio.get_running_loop()
-        lifespan = _Lifespan(self.app, self.state)
-        failure = await lifespan.startup()
-        if failure is not None:
-            log.error("startup failed: %s", failure)
-            return 1
         for signum, handler in (
             (signal.SIGTERM, self._stop),
             (signal.SIGINT, self._stop),
@@ -190,7 +193,12 @@ class Server:
             (signal.SIGUSR1, self._dump),
             (signal.SIGUSR2, self._ignore),
         ):
-            loop.add_signal_handler(signum, handler, signum)
+            loop.add_signal_handler(signum, handler, signum)  # before startup: a signal during it is handled
+        lifespan = _Lifespan(self.app, self.state)
+        failure = await lifespan.startup()
+        if failure is not None:
+            log.error("startup failed: %s", failure)
+            return 1
         accepting = asyncio.create_task(self._accept_loop())
         housekeeping = asyncio.create_task(self._housekeeping())
         await self.stopping.wait()

@@ -720,6 +720,81 @@ def test_processes_and_their_utilization(pynvml_run: Pynvml) -> None:
     assert v["idle"] == [[], "NVMLError_NotFound"]
 
 
+def test_graphics_processes_and_mig_instance_ids(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.mig.mode = 1
+        gpu0.process.0.pid = 100
+        gpu0.process.0.used_memory = 1024
+        gpu0.process.0.gpu_instance_id = 3
+        gpu0.process.0.compute_instance_id = 0
+        gpu0.process.0.sm_util = 40
+        gpu0.process.1.pid = 200
+        gpu0.process.1.graphics = 1
+        gpu0.process.1.name = Xorg
+        gpu0.process.1.used_memory = 2048
+        gpu0.process.1.sm_util = 5
+        gpu0.process.1.dec_util = 7
+        gpu0.process.2.pid = 300
+        gpu0.process.2.graphics = 0
+        gpu0.process.2.gpu_instance_id = 0x1
+        gpu0.process.3.pid = 400
+        gpu0.process.3.graphics = 1
+        gpu0.process.3.gpu_instance_id = 5
+        gpu0.process.3.compute_instance_id = 2
+        """,
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        procs = lambda f: [[p.pid, p.usedGpuMemory, p.gpuInstanceId, p.computeInstanceId] for p in f(h)]
+        emit({
+            "compute": procs(nvml.nvmlDeviceGetComputeRunningProcesses),
+            "compute_v2": procs(nvml.nvmlDeviceGetComputeRunningProcesses_v2),
+            "graphics": procs(nvml.nvmlDeviceGetGraphicsRunningProcesses),
+            "graphics_v2": procs(nvml.nvmlDeviceGetGraphicsRunningProcesses_v2),
+            "mps": procs(nvml.nvmlDeviceGetMPSComputeRunningProcesses),
+            "util": [[s.pid, s.smUtil, s.decUtil] for s in nvml.nvmlDeviceGetProcessUtilization(h, 0)],
+            "name": nvml.nvmlSystemGetProcessName(200),
+        })
+        """,
+    )
+    none = 2**32 - 1
+    v = run.value
+    assert v["compute"] == v["compute_v2"] == [[100, 1024, 3, 0], [300, None, 1, none]]
+    assert v["graphics"] == v["graphics_v2"] == [[200, 2048, none, none], [400, None, 5, 2]]
+    assert v["mps"] == []
+    assert v["util"] == [[100, 40, 0], [200, 5, 7], [300, 0, 0], [400, 0, 0]]
+    assert v["name"] == "Xorg"
+
+
+def test_process_utilization_honours_last_seen_timestamp(pynvml_run: Pynvml) -> None:
+    run = pynvml_run(
+        """
+        gpu0.process.0.pid = 100
+        gpu0.process.1.pid = 200
+        gpu0.process.1.graphics = 1
+        """,
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        before = time.time_ns() // 1000
+        first = nvml.nvmlDeviceGetProcessUtilization(h, 0)
+        after = time.time_ns() // 1000
+        last = max(s.timeStamp for s in first)
+        time.sleep(0.01)
+        again = nvml.nvmlDeviceGetProcessUtilization(h, last)
+        emit({
+            "first": [[s.pid, before <= s.timeStamp <= after] for s in first],
+            "newer": [[s.pid, s.timeStamp > last] for s in again],
+            "future": err(nvml.nvmlDeviceGetProcessUtilization, h, after + 3600 * 10**6),
+            "now": err(nvml.nvmlDeviceGetProcessUtilization, h, 2**64 - 1),
+        })
+        """,
+    )
+    v = run.value
+    assert v["first"] == [[100, True], [200, True]]
+    assert v["newer"] == [[100, True], [200, True]]
+    assert v["future"] == v["now"] == "NVMLError_NotFound"
+
+
 def test_nvlink_state_counters_and_fields(pynvml_run: Pynvml) -> None:
     run = pynvml_run(
         """

@@ -53,34 +53,59 @@ struct proc {
     int k; /* the K of gpuN.process.K.* */
     unsigned pid;
     unsigned long long used_memory;
+    unsigned gpu_instance_id, compute_instance_id;
 };
 
-/* The processes of a GPU, in K order; used_memory is NVML_VALUE_NOT_AVAILABLE when absent,
- * as real NVML reports it when it cannot tell. */
-static unsigned list_processes(const struct fake_call *c, struct proc out[FAKE_MAX_PROCS])
+/* Which of a GPU's processes a call lists. */
+enum proc_kind {
+    PROCS_ALL,      /* compute and graphics: process utilisation samples */
+    PROCS_COMPUTE,  /* gpuN.process.K.graphics absent or 0 */
+    PROCS_GRAPHICS, /* gpuN.process.K.graphics nonzero */
+    PROCS_NONE,     /* MPS: the fake has no MPS clients */
+};
+
+/* NVML's "not in a MIG instance" GPU/compute instance id. */
+#define FAKE_NO_INSTANCE 0xFFFFFFFFu
+
+static unsigned instance_id(const struct fake_call *c, int k, const char *which)
+{
+    unsigned long long v;
+    return fake_dev_u64(c, &v, "process.%d.%s", k, which) ? (unsigned)v : FAKE_NO_INSTANCE;
+}
+
+/* The processes of a GPU of the given kind, in K order; used_memory is NVML_VALUE_NOT_AVAILABLE
+ * when absent, as real NVML reports it when it cannot tell. */
+static unsigned list_processes(const struct fake_call *c, enum proc_kind kind, struct proc out[FAKE_MAX_PROCS])
 {
     unsigned n = 0;
+    if (kind == PROCS_NONE)
+        return 0;
     for (int k = 0; k < FAKE_MAX_PROCS; k++) {
-        unsigned long long pid;
+        unsigned long long pid, graphics = 0;
         if (!(c->s->gpu[c->gpu].proc_mask & (1ull << k)) || !fake_dev_u64(c, &pid, "process.%d.pid", k))
+            continue;
+        fake_dev_u64(c, &graphics, "process.%d.graphics", k);
+        if ((kind == PROCS_COMPUTE && graphics != 0) || (kind == PROCS_GRAPHICS && graphics == 0))
             continue;
         out[n].k = k;
         out[n].pid = (unsigned)pid;
         if (!fake_dev_u64(c, &out[n].used_memory, "process.%d.used_memory", k))
             out[n].used_memory = (unsigned long long)NVML_VALUE_NOT_AVAILABLE;
+        out[n].gpu_instance_id = instance_id(c, k, "gpu_instance_id");
+        out[n].compute_instance_id = instance_id(c, k, "compute_instance_id");
         n++;
     }
     return n;
 }
 
 /* Two-call pattern: count 0 and a NULL array gives SUCCESS when there are none, otherwise
- * INSUFFICIENT_SIZE and the count. Only compute processes exist in the fake. */
-static nvmlReturn_t running_processes(const struct fake_call *c, bool compute, unsigned int *infoCount,
+ * INSUFFICIENT_SIZE and the count. The v1 struct has no instance ids. */
+static nvmlReturn_t running_processes(const struct fake_call *c, enum proc_kind kind, unsigned int *infoCount,
                                       nvmlProcessInfo_v2_t *infos_v2, nvmlProcessInfo_v1_t *infos_v1)
 {
     REQUIRE(infoCount != NULL);
     struct proc p[FAKE_MAX_PROCS];
-    unsigned n = compute ? list_processes(c, p) : 0;
+    unsigned n = list_processes(c, kind, p);
     if (*infoCount < n) {
         *infoCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -90,8 +115,8 @@ static nvmlReturn_t running_processes(const struct fake_call *c, bool compute, u
         if (infos_v2 != NULL)
             infos_v2[i] = (nvmlProcessInfo_v2_t){.pid = p[i].pid,
                                                  .usedGpuMemory = p[i].used_memory,
-                                                 .gpuInstanceId = 0xFFFFFFFFu,
-                                                 .computeInstanceId = 0xFFFFFFFFu};
+                                                 .gpuInstanceId = p[i].gpu_instance_id,
+                                                 .computeInstanceId = p[i].compute_instance_id};
         else
             infos_v1[i] = (nvmlProcessInfo_v1_t){.pid = p[i].pid, .usedGpuMemory = p[i].used_memory};
     }
@@ -103,14 +128,14 @@ nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device
                                                              nvmlProcessInfo_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, true, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_COMPUTE, infoCount, infos, NULL);
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                              nvmlProcessInfo_v2_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, true, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_COMPUTE, infoCount, infos, NULL);
 }
 
 /* The legacy symbol takes the smaller v1 struct; it must not be an alias of _v3. */
@@ -118,48 +143,50 @@ nvmlReturn_t DECLDIR nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, u
                                                           nvmlProcessInfo_v1_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, true, infoCount, NULL, infos);
+    return running_processes(&c, PROCS_COMPUTE, infoCount, NULL, infos);
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                               nvmlProcessInfo_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, false, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_GRAPHICS, infoCount, infos, NULL);
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                               nvmlProcessInfo_v2_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, false, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_GRAPHICS, infoCount, infos, NULL);
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                                 nvmlProcessInfo_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, false, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_NONE, infoCount, infos, NULL);
 }
 
 nvmlReturn_t DECLDIR nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                                 nvmlProcessInfo_v2_t *infos)
 {
     DEVICE_PROLOGUE(device, 0);
-    return running_processes(&c, false, infoCount, infos, NULL);
+    return running_processes(&c, PROCS_NONE, infoCount, infos, NULL);
 }
 
-/* One fresh sample per process (lastSeenTimeStamp is ignored). pynvml's first call passes a
- * NULL array and accepts only INSUFFICIENT_SIZE; with no processes the answer is NOT_FOUND. */
+/* One sample per process, compute and graphics, stamped with the current wall-clock time in
+ * microseconds: every sample is newer than any lastSeenTimeStamp in the past, and none is when
+ * lastSeenTimeStamp >= now (NOT_FOUND, as with no processes). pynvml's first call passes a NULL
+ * array and accepts only INSUFFICIENT_SIZE. */
 nvmlReturn_t DECLDIR nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                                      unsigned int *processSamplesCount,
                                                      unsigned long long lastSeenTimeStamp)
 {
     DEVICE_PROLOGUE(device, 0);
-    (void)lastSeenTimeStamp;
     REQUIRE(processSamplesCount != NULL);
     struct proc p[FAKE_MAX_PROCS];
-    unsigned n = list_processes(&c, p);
+    unsigned long long now = fake_now_us();
+    unsigned n = lastSeenTimeStamp < now ? list_processes(&c, PROCS_ALL, p) : 0;
     if (n == 0) {
         *processSamplesCount = 0;
         return NVML_ERROR_NOT_FOUND;
@@ -168,7 +195,6 @@ nvmlReturn_t DECLDIR nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlPr
         *processSamplesCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    unsigned long long now = fake_now_us();
     for (unsigned i = 0; i < n; i++) {
         unsigned long long sm = 0, mem = 0, enc = 0, dec = 0;
         fake_dev_u64(&c, &sm, "process.%d.sm_util", p[i].k);

@@ -18,7 +18,7 @@ import pytest
 
 from gpu_exporter.webconfig import WebConfigError, load
 from tests.harness import REPO, Exporter
-from tests.webtls import Certs, bcrypt_hash, issue, launch, make_ca, make_certs
+from tests.webtls import Certs, bcrypt_hash, issue, launch, make_ca, make_certs, open_fds
 
 EXAMPLES = REPO / "docs" / "web-config"
 
@@ -269,5 +269,37 @@ def test_tls_handshake_never_completed_is_closed(fakenvml_dir: Path, tmp_path: P
             assert sock.recv(100) == b""  # closed by the exporter
             assert time.monotonic() - started < 5
         assert _https(exporter, certs.client_context(with_client_cert=False)).status_code == 200
+    finally:
+        exporter.stop()
+
+
+def test_cap_sheds_stalled_tls_handshakes_and_idle_keepalives(fakenvml_dir: Path, tmp_path: Path, certs: Certs) -> None:
+    """With 8 connections allowed, 30 clients stuck mid-handshake cannot lock out a scrape, and a
+    keep-alive connection idle past --web.idle-timeout is closed quietly."""
+    config = _web_config(tmp_path, TLS, certs)
+    exporter = launch(fakenvml_dir, tmp_path, "--web.config.file", str(config), "--web.max-connections", "8",
+                      "--web.idle-timeout", "1s", "--collect-interval", "1h")  # fmt: skip
+    context = certs.client_context(with_client_cert=False)
+    try:
+        stuck = []
+        for _ in range(30):
+            sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
+            sock.sendall(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello that never completes
+            stuck.append(sock)
+        started = time.monotonic()
+        assert _https(exporter, context).status_code == 200
+        assert time.monotonic() - started < 5
+        assert open_fds(exporter.process.pid) < 25  # the cap held: the stalled handshakes were dropped
+        for sock in stuck:
+            sock.close()
+        raw = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert tls.recv(65536).startswith(b"HTTP/1.1 200")
+            tls.settimeout(5)
+            started = time.monotonic()
+            assert tls.recv(100) == b""  # closed by the exporter after the idle timeout
+            assert time.monotonic() - started < 4
+        assert "Traceback" not in exporter.log()
     finally:
         exporter.stop()

@@ -142,11 +142,15 @@ class _Connection:
         self.writer = writer
         self.idle_since: float | None = now
         self.closed = False
+        self.task: asyncio.Task[None] | None = None
 
     def close(self) -> None:
+        """Drop the connection now (also one still in its TLS handshake: its task is cancelled)."""
         self.closed = True
         if self.writer is not None:
             self.writer.transport.abort()
+        if self.task is not None:
+            self.task.cancel()
 
 
 def _reason(status: int) -> bytes:
@@ -289,7 +293,7 @@ class Server:
                 client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = _Connection(None, loop.time())
             self.connections.add(connection)
-            asyncio.create_task(self._serve(connection, client, address))
+            connection.task = asyncio.create_task(self._serve(connection, client, address))
 
     def _evict(self) -> bool:
         """At the cap: close the connection idle the longest (no request in progress). False when
@@ -358,9 +362,10 @@ class Server:
         http = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         scheme = "https" if config.tls is not None else "http"
         server = writer.get_extra_info("sockname")
+        first = True
         while not connection.closed:
             try:
-                request, body = await self._read_request(http, reader, deadline, loop)
+                request, body = await self._read_request(http, reader, deadline, loop, first)
             except h11.RemoteProtocolError as err:
                 log.warning("bad HTTP request from %s: %s", peer, str(err)[:80])
                 if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
@@ -381,9 +386,15 @@ class Server:
             now = loop.time()
             connection.idle_since = now
             deadline = now + self.settings.idle_timeout
+            first = False
 
     async def _read_request(
-        self, http: h11.Connection, reader: asyncio.StreamReader, deadline: float, loop: asyncio.AbstractEventLoop
+        self,
+        http: h11.Connection,
+        reader: asyncio.StreamReader,
+        deadline: float,
+        loop: asyncio.AbstractEventLoop,
+        first: bool,
     ) -> tuple[h11.Request | None, bytes]:
         """The next request and its (bounded) body; None when the client closed. Headers must be
         complete by ``deadline``; once data arrives after an idle wait, within the header timeout."""
@@ -394,8 +405,13 @@ class Server:
         while True:
             event = http.next_event()
             if event is h11.NEED_DATA:
-                async with asyncio.timeout_at(deadline):
-                    data = await reader.read(65536)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        data = await reader.read(65536)
+                except TimeoutError:
+                    if not first and not started:
+                        return None, b""  # a keep-alive connection idle past --web.idle-timeout: normal
+                    raise
                 if not data:  # the client hung up: nothing to answer, nothing worth a log line
                     return None, b""
                 if request is None:

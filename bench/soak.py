@@ -106,13 +106,17 @@ def soak(seconds: float, gpus: int = 8) -> dict[str, Any]:
             "first_errors": errors[:5], "samples": samples}  # fmt: skip
 
 
-def level_off(samples: list[dict[str, Any]], tolerance: float = 0.02) -> float | None:
-    """The first sample time from which RSS never rises more than ``tolerance`` above its value at
-    that time; None if it kept growing to the end."""
+#: RSS growth (bytes) below which memory counts as level.
+LEVEL_BYTES = 128 * 1024
+
+
+def level_off(samples: list[dict[str, Any]]) -> float | None:
+    """The first sample time from which RSS never rises more than :data:`LEVEL_BYTES` above its
+    value at that time, if that is before the last quarter of the run; None if it kept growing."""
     for index, sample in enumerate(samples):
         later = [s["rss_bytes"] for s in samples[index:]]
-        if max(later) <= sample["rss_bytes"] * (1 + tolerance):
-            return float(sample["t_s"])
+        if max(later) - sample["rss_bytes"] <= LEVEL_BYTES:
+            return float(sample["t_s"]) if index <= len(samples) * 3 // 4 else None
     return None
 
 
@@ -126,7 +130,7 @@ def markdown(result: dict[str, Any]) -> str:
     )
     verdict = (
         f"RSS levels off at {flat:g} s ({mib[0]:.1f} MiB at the first sample, {max(mib):.1f} MiB at most, "
-        f"{mib[-1]:.1f} MiB at the end; never more than 2% above its value from then on)."
+        f"{mib[-1]:.1f} MiB at the end; from then on it never rises more than {LEVEL_BYTES // 1024} KiB)."
         if flat is not None
         else "RSS kept growing to the end of the run: a leak to find."
     )
@@ -148,10 +152,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--write-benchmarks", action="store_true")
+    parser.add_argument("--report", action="store_true", help="only render the last run's results again")
     args = parser.parse_args()
-    result = soak(args.seconds, args.gpus)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    if args.report:
+        result = json.loads(RESULTS.read_text())
+    else:
+        result = soak(args.seconds, args.gpus)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=1) + "\n")
     section = markdown(result)
     print(section)
     if args.write_benchmarks:

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from gpu_exporter.backends.nvml.processes import supported_process_calls
 from gpu_exporter.backends.nvml.readers import supported_calls, supported_link_calls
 from gpu_exporter.catalogue import (
     BY_KEY,
@@ -55,7 +56,7 @@ def test_required_names_are_in_the_catalogue() -> None:
 
 
 def test_keys_are_unique_and_families_agree() -> None:
-    assert len(BY_KEY) == len(METRICS)
+    assert len(BY_KEY) == len(METRICS) + len(SWITCH_METRICS)
     for name, rows in FAMILIES.items():
         assert len({(row.kind, row.unit, row.collector, row.help, row.mig) for row in rows}) == 1, name
         assert len({tuple(label for label, _ in row.variant) for row in rows}) == 1, name
@@ -102,7 +103,7 @@ def test_help_names_the_source(spec: object) -> None:
         assert f"DCGM field {spec.dcgm.field_id}" in spec.help or (
             spec.variant and str(spec.dcgm.field_id) in spec.help.partition("DCGM fields")[2]
         )
-    assert spec.nvml or spec.dcgm or spec.derived_from
+    assert spec.nvml or spec.dcgm or spec.derive
 
 
 def test_nvswitch_rows_are_read_every_cycle() -> None:
@@ -134,12 +135,13 @@ def test_per_link_dcgm_fields_are_distinct_and_cover_eighteen_links() -> None:
 
 
 def test_every_nvml_source_has_a_reader() -> None:
-    readable, per_link = supported_calls(), supported_link_calls()
+    readable, per_link, per_process = supported_calls(), supported_link_calls(), supported_process_calls()
     missing = [
         (spec.name, spec.nvml.call, spec.nvml.selector)
         for spec in METRICS
         if spec.nvml is not None
-        and (spec.nvml.call, spec.nvml.selector) not in (per_link if spec.per_link else readable)
+        and (spec.nvml.call, spec.nvml.selector)
+        not in (per_link if spec.per_link else per_process if "process" in spec.entities else readable)
     ]
     assert missing == []
 

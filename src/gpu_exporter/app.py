@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -65,6 +66,7 @@ def create_app(
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
             vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
+            max_processes=settings.max_processes, procfs=Path(settings.procfs),
         )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.

@@ -51,6 +51,8 @@ class Settings:
     probes_without_auth: bool = False
     vanished_retention: float = 3600.0
     unsupported_retry: float = 60.0
+    max_processes: int = 16
+    procfs: str = "/proc"
 
     @property
     def host(self) -> str:
@@ -211,6 +213,13 @@ OPTIONS: tuple[Option, ...] = (
            _timeout(1.0, 86400.0),
            "How often a value the driver called unsupported is asked for again, 1s to 24h (default 1m); it "
            "is also asked again after every re-enumeration.", "DURATION"),
+    Option("--collector.processes.max-per-gpu", "max_processes", ("collector", "processes", "max-per-gpu"),
+           _integer(1, 1024),
+           "Process series per GPU or MIG instance, largest memory first; the rest are summed into one "
+           "pid=\"other\" series (1 to 1024, default 16).", "N"),
+    Option("--path.procfs", "procfs", ("path", "procfs"), str,
+           "Where the host's /proc is mounted, for process names and owners (default /proc; in a container, "
+           "mount the host's /proc there and share the host PID namespace).", "PATH"),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),

@@ -59,3 +59,21 @@ def nvswitch(switch: int, pci_bus_id: str = "", physical_id: str = "") -> Entity
 def nvswitch_port(switch: int, port: int) -> Entity:
     """Port ``port`` (an NVLink) of NVSwitch ``switch``."""
     return Entity("nvswitch_port", f"nvswitch{switch}/port{port}", (("nvswitch", str(switch)), (LINK_LABEL, str(port))))
+
+
+#: The ``pid`` of the one series a GPU's processes beyond the per-GPU limit are folded into.
+OTHER_PID = "other"
+
+
+def process(parent: Entity, pid: int | str, name: str = "", user: str = "") -> Entity:
+    """Process ``pid`` on ``parent`` (a GPU or MIG instance): the parent's labels, then ``pid``,
+    ``process`` (the short name, from /proc/PID/comm) and ``user`` (name, else numeric uid);
+    names are empty (absent) where they cannot be known."""
+    labels = (*parent.labels, ("pid", str(pid)), ("process", name), ("user", user))
+    return Entity("process", f"{parent.uid}/pid{pid}", labels, (("parent", parent.uid),))
+
+
+def named(entity: Entity, name: str, user: str) -> Entity:
+    """``entity`` (a process) with its ``process`` and ``user`` labels set."""
+    fixed = {"process": name, "user": user}
+    return Entity(entity.kind, entity.uid, tuple((k, fixed.get(k, v)) for k, v in entity.labels), entity.info)

@@ -24,8 +24,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpu_exporter import __version__
+from gpu_exporter.attribution.procfs import ProcessNames
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
@@ -34,6 +36,7 @@ from gpu_exporter.pipeline.derive import Integrators, Windows
 from gpu_exporter.pipeline.events import EventTallies, XidTally
 from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
+from gpu_exporter.pipeline.processes import fold
 from gpu_exporter.render import Renderer, native_renderer
 from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, identity_entities
 from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
@@ -73,6 +76,8 @@ class Sampler:
         wall_clock: Callable[[], float] = time.time,
         vanished_retention: float = VANISHED_RETENTION_SECONDS,
         unsupported_retry: float = RETRY_SECONDS,
+        max_processes: int = 16,
+        procfs: Path = Path("/proc"),
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
@@ -84,6 +89,8 @@ class Sampler:
         self._clock = clock
         self._wall = wall_clock
         self._retention = vanished_retention
+        self._max_processes = max_processes
+        self._names = ProcessNames(procfs)
         self._memo = UnsupportedMemo(unsupported_retry, clock)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
         self._windows = Windows(self._specs)
@@ -258,7 +265,10 @@ class Sampler:
                 # A GPU's first read asks for every row, so a GPU that joins late has its limits at once.
                 state.everything_in = cycle
             request = self._plan.request("gpu", cycle, self._memo.asks, everything=state.everything_in == cycle)
-            return self._backend.read(state.identity, request)
+            reading = self._backend.read(state.identity, request)
+            fold(reading, self._max_processes)  # attribution runs here too: off the sampler's thread
+            self._names.name(reading)
+            return reading
 
         return read
 

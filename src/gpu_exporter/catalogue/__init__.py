@@ -9,7 +9,7 @@ table; nothing else names a metric.
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import devices, fabric, health, profiling
+from gpu_exporter.catalogue import devices, fabric, health, processes, profiling
 from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
 from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
@@ -52,7 +52,9 @@ from gpu_exporter.catalogue.vocabulary import (
 )
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
-METRICS: tuple[MetricSpec, ...] = (*devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS)
+METRICS: tuple[MetricSpec, ...] = (
+    *devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS,
+)  # fmt: skip
 #: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
 SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS
 #: Every row, GPU rows first: the order families are rendered in.

@@ -32,6 +32,7 @@ from gpu_exporter.backends.base import (
     Request,
 )
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
+from gpu_exporter.backends.nvml.processes import ProcessReader
 from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
     ERROR_KINDS,
@@ -96,6 +97,7 @@ class NvmlBackend:
         self._mig_handles: dict[tuple[str, int], Handle] = {}  # (GPU uuid, MIG slot) → handle
         self._by_index: dict[int, DeviceIdentity] = {}  # last discovery, for GPUs lost since
         self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
+        self._processes = ProcessReader()
         self._listener: XidListener | None = None
         self._watch_events = False
         self._open = False
@@ -265,14 +267,18 @@ class NvmlBackend:
         for link in device.nvlinks if link_rows else ():
             self._read_into(reading, model.nvlink(device.index, device.uuid, link), handle, link_rows, request, link)
         mig_rows = [spec for spec in rows if "mig" in spec.entities]
+        instances = {}
         for slot, mig in enumerate(device.migs):
-            mig_handle = self._mig_handles.get((device.uuid, slot))
-            if mig_handle is None:
-                continue
             entity = model.mig(
                 device.index, device.uuid, mig.gpu_instance, mig.compute_instance, mig.profile, mig.uuid, mig.name
             )
-            self._read_into(reading, entity, mig_handle, mig_rows, request)
+            instances[(mig.gpu_instance, mig.compute_instance)] = entity
+            mig_handle = self._mig_handles.get((device.uuid, slot))
+            if mig_handle is not None:
+                self._read_into(reading, entity, mig_handle, mig_rows, request)
+        process_rows = [spec for spec in rows if "process" in spec.entities]
+        if process_rows:
+            self._processes.read(reading, gpu, handle, instances, process_rows, request)
         return reading
 
     def _read_into(

@@ -1,0 +1,137 @@
+"""Processes on a GPU through NVML: the compute and graphics process lists
+(``nvmlDeviceGetComputeRunningProcesses`` / ``nvmlDeviceGetGraphicsRunningProcesses``: pid, memory
+held, MIG instance) and the per-process utilization samples (``nvmlDeviceGetProcessUtilization``:
+SM, memory, encoder and decoder percent, averaged over the samples newer than the last read).
+
+Raw values only: memory in bytes, utilization in percent. A process NVML lists in a MIG instance
+(GPU and compute instance ids) is attached to that instance's entity."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import pynvml
+
+from gpu_exporter import model
+from gpu_exporter.backends.base import RawReading, Request
+from gpu_exporter.backends.nvml.readers import ERROR_KINDS, Handle
+from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.model import Entity
+
+log = logging.getLogger(__name__)
+
+_UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound, pynvml.NVMLLibraryMismatchError)
+#: nvmlProcessInfo_t's instance ids when the process is not in a MIG instance.
+_NO_INSTANCE = 0xFFFFFFFF
+_LISTS = (
+    ("nvmlDeviceGetComputeRunningProcesses", pynvml.nvmlDeviceGetComputeRunningProcesses),
+    ("nvmlDeviceGetGraphicsRunningProcesses", pynvml.nvmlDeviceGetGraphicsRunningProcesses),
+)
+_UTILIZATION = {"sm": "smUtil", "mem": "memUtil", "enc": "encUtil", "dec": "decUtil"}
+
+
+class ProcessReader:
+    """Remembers, per GPU, the timestamp of the newest utilization sample already averaged."""
+
+    def __init__(self) -> None:
+        self._last_seen: dict[str, int] = {}  # GPU uuid → µs timestamp of the newest sample read
+
+    def read(
+        self,
+        reading: RawReading,
+        gpu: Entity,
+        handle: Handle,
+        instances: dict[tuple[int, int], Entity],
+        specs: Sequence[MetricSpec],
+        request: Request,
+    ) -> None:
+        """Add one entity per process (on ``gpu`` or the MIG instance in ``instances`` by (GPU
+        instance, compute instance) ids) with the raw values of ``specs``."""
+        started = time.perf_counter()
+        lists = [s for s in specs if s.nvml is not None and s.nvml.call != "nvmlDeviceGetProcessUtilization"]
+        util = [s for s in specs if s.nvml is not None and s.nvml.call == "nvmlDeviceGetProcessUtilization"]
+        processes: dict[int, tuple[Entity, float | None]] = {}
+        if lists and all(request.asks(gpu.uid, s.key) for s in lists):
+            for call, function in _LISTS:
+                try:
+                    infos = function(handle)
+                except pynvml.NVMLError_GpuIsLost:
+                    raise
+                except _UNSUPPORTED as err:
+                    if call.startswith("nvmlDeviceGetCompute"):
+                        what = (
+                            "not supported"
+                            if isinstance(err, pynvml.NVMLError_NotSupported)
+                            else f"unavailable ({err!r})"
+                        )
+                        reading.unsupported.extend((gpu, s.key, f"{call} is {what}") for s in lists)
+                    continue
+                except pynvml.NVMLError as err:
+                    reading.failed(ERROR_KINDS.get(err.value, "unknown"), "processes")
+                    continue
+                for info in infos:
+                    instance = (
+                        int(getattr(info, "gpuInstanceId", _NO_INSTANCE)),
+                        int(getattr(info, "computeInstanceId", _NO_INSTANCE)),
+                    )
+                    parent = instances.get(instance, gpu)
+                    memory = info.usedGpuMemory
+                    known = processes.get(int(info.pid))
+                    if known is not None and known[1] is not None and (memory is None or known[1] >= memory):
+                        continue
+                    processes[int(info.pid)] = (parent, None if memory is None else float(memory))
+        samples = self._utilization(reading, gpu, handle, util, request) if util and processes else {}
+        for pid, (parent, memory) in sorted(processes.items()):
+            values = reading.raw.setdefault(model.process(parent, pid), {})
+            for spec in lists:
+                assert spec.nvml is not None
+                if spec.nvml.selector == "count":
+                    values[spec.key] = 1.0
+                elif spec.nvml.selector == "used_memory" and memory is not None:
+                    values[spec.key] = memory
+            for spec in util:
+                assert spec.nvml is not None
+                averaged = samples.get(pid, {}).get(spec.nvml.selector)
+                if averaged is not None:
+                    values[spec.key] = averaged
+        reading.spent("processes", time.perf_counter() - started)
+
+    def _utilization(
+        self, reading: RawReading, gpu: Entity, handle: Handle, specs: Sequence[MetricSpec], request: Request
+    ) -> dict[int, dict[str, float]]:
+        """Per pid, each utilization averaged over the samples newer than the last read."""
+        if not all(request.asks(gpu.uid, s.key) for s in specs):
+            return {}
+        try:
+            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, self._last_seen.get(gpu.uid, 0))
+        except pynvml.NVMLError_GpuIsLost:
+            raise
+        except pynvml.NVMLError_NotFound:
+            return {}  # no sample since the last read
+        except _UNSUPPORTED as err:
+            what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
+            reading.unsupported.extend((gpu, s.key, f"nvmlDeviceGetProcessUtilization is {what}") for s in specs)
+            return {}
+        except pynvml.NVMLError as err:
+            reading.failed(ERROR_KINDS.get(err.value, "unknown"), "processes")
+            return {}
+        sums: dict[int, dict[str, float]] = {}
+        counts: dict[int, int] = {}
+        newest = self._last_seen.get(gpu.uid, 0)
+        for sample in samples:
+            pid = int(sample.pid)
+            newest = max(newest, int(sample.timeStamp))
+            counts[pid] = counts.get(pid, 0) + 1
+            own = sums.setdefault(pid, {})
+            for selector, field in _UTILIZATION.items():
+                own[selector] = own.get(selector, 0.0) + float(getattr(sample, field))
+        self._last_seen[gpu.uid] = newest
+        return {pid: {k: v / counts[pid] for k, v in own.items()} for pid, own in sums.items()}
+
+
+def supported_process_calls() -> frozenset[tuple[str, str]]:
+    """Every (call, selector) this reader answers per process; a test checks the catalogue against it."""
+    lists = {("nvmlDeviceGetComputeRunningProcesses", selector) for selector in ("count", "used_memory")}
+    return frozenset(lists | {("nvmlDeviceGetProcessUtilization", selector) for selector in _UTILIZATION})

@@ -1,0 +1,47 @@
+"""Rows of the processes collector: one series per process on a GPU (or MIG instance), labelled
+``pid``, ``process`` (short name) and ``user``. Beyond ``--collector.processes.max-per-gpu``
+processes per GPU the rest are folded into one ``pid="other"`` series; ``gpu_processes`` says how
+many processes each series stands for."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from gpu_exporter.catalogue.spec import MetricSpec, NvmlSource
+from gpu_exporter.catalogue.spec import gauge as _gauge
+
+_PERCENT = Fraction(1, 100)
+_PROCESS = ("process",)
+
+ROWS: tuple[MetricSpec, ...] = (
+    _gauge(
+        "gpu_processes", "", "Processes this series stands for: 1 per process, the number folded into the "
+        "pid=\"other\" series beyond the per-GPU limit", "processes",
+        NvmlSource("nvmlDeviceGetComputeRunningProcesses", "count"), None, entities=_PROCESS,
+    ),
+    _gauge(
+        "gpu_process_memory_used_bytes", "bytes", "GPU memory the process (compute or graphics) holds", "processes",
+        NvmlSource("nvmlDeviceGetComputeRunningProcesses", "used_memory"), None, entities=_PROCESS,
+    ),
+    _gauge(
+        "gpu_process_sm_utilization_ratio", "ratio",
+        "Fraction of time the process had kernels running on the SMs, averaged over the samples of the last "
+        "interval (its share of gpu_utilization_ratio)", "processes",
+        NvmlSource("nvmlDeviceGetProcessUtilization", "sm", _PERCENT), None, entities=_PROCESS,
+    ),
+    _gauge(
+        "gpu_process_memory_utilization_ratio", "ratio",
+        "Fraction of time the process was reading or writing device memory, averaged over the last interval",
+        "processes", NvmlSource("nvmlDeviceGetProcessUtilization", "mem", _PERCENT), None, entities=_PROCESS,
+    ),
+    _gauge(
+        "gpu_process_encoder_utilization_ratio", "ratio", "The process's share of the video encoder, averaged "
+        "over the last interval", "processes",
+        NvmlSource("nvmlDeviceGetProcessUtilization", "enc", _PERCENT), None, entities=_PROCESS,
+    ),
+    _gauge(
+        "gpu_process_decoder_utilization_ratio", "ratio", "The process's share of the video decoder, averaged "
+        "over the last interval", "processes",
+        NvmlSource("nvmlDeviceGetProcessUtilization", "dec", _PERCENT), None, entities=_PROCESS,
+    ),
+)  # fmt: skip

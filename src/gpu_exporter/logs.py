@@ -102,13 +102,10 @@ def flush_repeats(force: bool = False) -> None:
 
 
 def setup(level: str, fmt: str) -> None:
-    """Route every logger (uvicorn's too) through one stderr handler in the chosen format."""
+    """Route every logger through one stderr handler in the chosen format, repeats aggregated."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     handler.addFilter(_FILTER)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        logging.getLogger(name).handlers[:] = []
-        logging.getLogger(name).propagate = True

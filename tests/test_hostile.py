@@ -306,3 +306,34 @@ def test_fuzz_counters_csv(scratch: Path) -> None:
             _load_counters(str(scratch))
 
     check()
+
+
+def test_out_of_file_descriptors_below_the_cap(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Under a file limit so small that accept() fails (EMFILE) before the connection cap is reached:
+    the idle connections are shed so a fresh scrape is answered, the accept errors are one line per
+    10 s with a count, and the accept loop does not spin."""
+    exporter = launch(fakenvml_dir, tmp_path, "--collect-interval", "1h", "--web.read-header-timeout", "30s",
+                      prefix=("prlimit", "--nofile=14:14"))  # fmt: skip
+    try:
+        stalled = []
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
+            sock.sendall(b"G")
+            stalled.append(sock)
+        cpu_before = _cpu_ticks(exporter.process.pid)
+        started = time.monotonic()
+        assert httpx.get(exporter.url + "/metrics", timeout=10).status_code == 200
+        assert time.monotonic() - started < 5
+        time.sleep(2)
+        assert _cpu_ticks(exporter.process.pid) - cpu_before < 150  # well under a CPU-second: no busy loop
+        for sock in stalled:
+            sock.close()
+        log = exporter.log()
+        assert 1 <= log.count("accepting connections failed") <= 2 and "Traceback" not in log, log[-2000:]
+    finally:
+        exporter.stop()
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])

@@ -52,6 +52,8 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT = 30.0
 SHUTDOWN_GRACE = 5.0
+#: Accept errors (out of file descriptors, memory) are logged at most once per this many seconds.
+ACCEPT_LOG_EVERY = 10.0
 #: File descriptors kept free for everything but HTTP connections (GPU library, logs, threads).
 FD_RESERVE = 64
 PROBES = ("/healthz", "/readyz")
@@ -268,8 +270,12 @@ class Server:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         pause = 0.01
+        failures, reported = 0, -ACCEPT_LOG_EVERY
+        wanted = self.settings.max_connections
         while True:
-            self.cap = min(self.cap, connection_cap(self.settings.max_connections))
+            if self.settings.max_connections != wanted:  # changed by a SIGHUP reload
+                wanted = self.settings.max_connections
+                self.cap = connection_cap(wanted)
             if len(self.connections) >= self.cap:
                 if not self._evict():
                     self.slot_freed.clear()
@@ -280,7 +286,14 @@ class Server:
                 client, address = await loop.sock_accept(self.sock)
             except OSError as err:
                 if err.errno in _ACCEPT_PAUSE:
-                    log.warning("accepting a connection failed: %s; pausing accepts", err.strerror)
+                    failures += 1
+                    if loop.time() - reported >= ACCEPT_LOG_EVERY:
+                        log.warning("accepting connections failed %d time(s) in %gs (%s); pausing with backoff",
+                                    failures, ACCEPT_LOG_EVERY, err.strerror)  # fmt: skip
+                        failures, reported = 0, loop.time()
+                    if self._evict():  # out of descriptors below the cap: idle connections go first here too
+                        await asyncio.sleep(0)
+                        continue
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, 1.0)
                     continue

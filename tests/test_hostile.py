@@ -337,3 +337,23 @@ def test_out_of_file_descriptors_below_the_cap(fakenvml_dir: Path, tmp_path: Pat
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.parametrize("flag", ["--config.file", "--web.config.file", "-f"])
+def test_fuzz_through_the_command_line(tmp_path: Path, flag: str) -> None:
+    """A few fuzzed files through the real command line: a bad one exits 2 with one line; one that
+    happens to be valid fails later with one line and exit 1 (no DCGM here, or an address on no host)."""
+    path = tmp_path / "fuzzed"
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+    def check(data: bytes) -> None:
+        path.write_bytes(data)
+        result = _cli(flag, str(path), "--backend", "dcgm", "--web.listen-address", "192.0.2.1:9400")
+        errors = [line for line in result.stderr.splitlines() if line.startswith("gpu-exporter: error: ")]
+        assert result.returncode in (1, 2) and len(errors) == 1, result.stderr[-500:]
+        assert "Traceback" not in result.stderr
+        if result.returncode == 2:
+            assert result.stderr.count("\n") == 1, result.stderr[-500:]
+
+    check()

@@ -109,9 +109,9 @@ def _load_counters(path: str) -> tuple[Counter, ...]:
     try:
         return counters.parse(read_text(path), path)
     except FileProblem as err:
-        raise counters.CountersError(f"{quote(path)} {err}; give a dcgm-exporter counters CSV") from None
+        raise counters.CountersError(f"--collectors={quote(path)} {err}; give a dcgm-exporter counters CSV") from None
     except csv.Error as err:
-        raise counters.CountersError(f"{quote(path)}: not a CSV file ({err})") from None
+        raise counters.CountersError(f"--collectors={quote(path)}: not a CSV file ({err})") from None
 
 
 #: Settings a SIGHUP applies without a restart.

@@ -163,11 +163,13 @@ class Sampler:
         cycle = self._cycle
         self._cycle += 1
         self._steer(started, cycle, deadline)
+        notes = _CycleNotes()
+        for state in self._roots():  # a read that finished after the last cycle's wait: fold it before
+            self._take(state, notes)  # the next read replaces it (a first read asks for every row)
         triggered = [state for state in self._roots() if self._open and state.worker.trigger(cycle)]
         self._wait(lambda: all(state.worker.busy_since is None for state in triggered), deadline)
         now = self._clock()
         self._tallies.add(self._backend.drain_events())
-        notes = _CycleNotes()
         views = tuple(self._view(state, now, notes) for state in list(self._states.values()))
         fabric = self._fabric_samples(now, notes)
         self._forget_vanished(now)
@@ -329,14 +331,19 @@ class Sampler:
                 raws[entity][key] = raw_value
         return out, raws
 
-    def _take(self, state: RootState, notes: _CycleNotes) -> Result[RawReading] | None:
+    def _take(self, state: RootState, notes: _CycleNotes) -> None:
         result = state.worker.result
         if result is not None and result is not state.seen:
             state.seen = result
+            if result.lost != state.lost and state.identity is not None:
+                state.lost = result.lost
+                identity = state.identity
+                if state.lost:
+                    log.error("GPU %d lost: %s", identity.index, result.error)
+                else:
+                    log.info("GPU %d (%s) answers again", identity.index, identity.uuid)
             converted = self._fold(state, result, notes)
             state.current, state.current_at = converted, result.finished_at if converted is not None else None
-            return result
-        return None
 
     def _view(self, state: RootState, now: float, notes: _CycleNotes) -> DeviceView:
         identity = state.identity
@@ -345,17 +352,11 @@ class Sampler:
         stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
         if stalled:
             notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "gpu")
-        new = self._take(state, notes)
+        self._take(state, notes)
         result = worker.result
         empty: dict[Entity, dict[str, float]] = {entity: {} for entity in identity_entities(identity)}
         if result is None:
             return DeviceView(identity, up=state.vanished_at is None, samples=empty, stalled=stalled)
-        if new is not None and result.lost != state.lost:
-            state.lost = result.lost
-            if state.lost:
-                log.error("GPU %d lost: %s", identity.index, result.error)
-            else:
-                log.info("GPU %d (%s) answers again", identity.index, identity.uuid)
         if result.lost or state.vanished_at is not None:
             self._integrators.reset(identity.uuid)
             state.slow.clear()

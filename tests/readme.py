@@ -48,6 +48,15 @@ def _fixed_row(metric: FixedMetric, collector: str = "—") -> str:
     return f"| `{metric.name}` | {metric.kind} | {metric.unit or '—'} | {labels} | {collector} | {metric.help} |"
 
 
+#: The labels an entity kind adds after the GPU's (or MIG instance's) own.
+_ENTITY_LABELS = {
+    "process": ", `pid`, `process`, `user` (+ `pod_uid`, `slurm_job` where the process's cgroups say; "
+    "on a MIG instance, its labels too)",
+    "allocation": " (MIG: + the instance's labels), then per allocation `namespace`, `pod`, `container` "
+    "(Kubernetes), `slurm_job` or `hpc_job`",
+}
+
+
 def _spec_row(family: tuple[MetricSpec, ...]) -> str:
     """One family of catalogue rows: labels (variant values listed), collector, help and cadence."""
     spec = family[0]
@@ -60,6 +69,8 @@ def _spec_row(family: tuple[MetricSpec, ...]) -> str:
         + (", `nvlink`" if spec.per_link else "")
         + variant
         + (f" (+ {', '.join(f'`{label}`' for label in MIG_LABELS)} per MIG device)" if spec.mig else "")
+        + (_ENTITY_LABELS["process"] if "process" in spec.entities else "")
+        + (_ENTITY_LABELS["allocation"] if "pod" in spec.entities else "")
     )
     reason = "a near-static value" if spec.every == STATIC else "an expensive call"
     cadence = f" Read every {spec.every} cycles ({reason})." if spec.every > 1 else ""

@@ -25,12 +25,26 @@ gpu1.process.0.used_memory = 4294967296
 """
 
 
+POD_UID = "2f8a1c9e-7b3d-4e5f-9a0b-1c2d3e4f5a6b"
+CGROUPS = {
+    4242: "0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n",  # Slurm, cgroup v2
+    5151: (  # a Kubernetes pod, systemd driver, containerd, cgroup v1
+        "12:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+        + POD_UID.replace("-", "_")
+        + ".slice/cri-containerd-"
+        + "ab" * 32
+        + ".scope\n1:name=systemd:/kubepods.slice\n"
+    ),
+}
+
+
 def procfs(root: Path) -> Path:
     """A /proc with 4242 (python3, root), 4444 (a name with a quote and a newline, uid 4000 that no
     user has) and 5151 (trainer, uid 0); 4343 has no entry (it exited, or another PID namespace)."""
     for pid, name, uid in ((4242, "python3", 0), (4444, 'evil"\nname', 4000), (5151, "trainer", 0)):
         entry = root / str(pid)
         entry.mkdir(parents=True)
+        (entry / "cgroup").write_text(CGROUPS.get(pid, "0::/user.slice/user-1000.slice/session-3.scope\n"))
         (entry / "comm").write_text(name + "\n")
         (entry / "status").write_text(f"Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
         (entry / "stat").write_text(f"{pid} ({name}) S " + " ".join(["1"] * 19) + " 123456 0 0\n")
@@ -61,6 +75,7 @@ def test_every_process_with_its_values_name_and_user(fakenvml_dir: Path, tmp_pat
     assert value(parsed, "gpu_process_memory_used_bytes", **gpu0, pid="4343", process="", user="") == GIB
     # a user id without a name stays a number; a hostile name is escaped, not broken
     hostile = [line for line in text.splitlines() if 'pid="4444"' in line and line.startswith("gpu_processes{")]
+    # (no workload labels: its cgroup is a login session)
     assert hostile == [
         'gpu_processes{gpu="0",pid="4444",process="evil\\"\\nname",user="4000",'
         'uuid="GPU-4a1e0c2d-0b7f-4c3a-9e21-5d8f6a0b1c00"} 1.0'
@@ -106,3 +121,39 @@ def test_mig_and_graphics_processes(fakenvml_dir: Path, tmp_path: Path) -> None:
     mig = {**gpu0, "gpu_instance": "5", "compute_instance": "0", "profile": "2g.10gb"}
     assert value(parsed, "gpu_process_memory_used_bytes", **mig, pid="4242", process="python3", user="root") == GIB
     assert value(parsed, "gpu_process_memory_used_bytes", **gpu0, pid="5151", process="trainer", user="root") == 2 * GIB
+
+
+def test_slurm_hpc_and_pod_workloads_become_allocations(fakenvml_dir: Path, tmp_path: Path) -> None:
+    import os
+    import time
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "2").write_text("job-a\njob-b\n")  # GPU 2 holds two HPC jobs
+    (jobs / "notes.txt").write_text("ignored: not a GPU index\n")
+    os.mkfifo(jobs / "3")  # a FIFO must not hang the exporter
+    scenario = tmp_path / "host.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + PROCESSES)
+    root = procfs(tmp_path / "proc")
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--path.procfs", str(root),
+        "--hpc-job-mapping-dir", str(jobs),
+    )  # fmt: skip
+    try:
+        time.sleep(1.5)
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    gpu0 = {"gpu": "0", "uuid": "GPU-4a1e0c2d-0b7f-4c3a-9e21-5d8f6a0b1c00"}
+    gpu2 = {"gpu": "2", "uuid": "GPU-4a1e0c2d-2b7f-4c3a-9e21-5d8f6a0b1c22"}
+    # the process's own cgroups say which Slurm job and which pod it belongs to
+    assert value(parsed, "gpu_process_memory_used_bytes", pid="4242", slurm_job="77") == 8 * GIB
+    assert value(parsed, "gpu_process_memory_used_bytes", pid="5151", pod_uid=POD_UID) == 4 * GIB
+    assert value(parsed, "gpu_allocation_info", **gpu0, slurm_job="77") == 1
+    assert value(parsed, "gpu_allocation_info", **gpu2, hpc_job="job-a") == 1
+    assert value(parsed, "gpu_allocation_info", **gpu2, hpc_job="job-b") == 1
+    assert not [labels for labels in parsed["gpu_allocation_info"] if dict(labels)["gpu"] == "3"]
+    # GPU 0 is busy (97%, processes running): not idle; GPU 2 runs no process: idle all along
+    assert value(parsed, "gpu_allocation_idle_seconds_total", **gpu0, slurm_job="77") == 0
+    idle = value(parsed, "gpu_allocation_idle_seconds_total", **gpu2, hpc_job="job-a")
+    assert idle is not None and 0.4 < idle < 2.0

@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from gpu_exporter import __version__
+from gpu_exporter.attribution.join import Attributor
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
@@ -66,7 +67,7 @@ def create_app(
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
             vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
-            max_processes=settings.max_processes, procfs=Path(settings.procfs),
+            attributor=Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir),
         )  # fmt: skip
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.

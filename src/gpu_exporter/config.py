@@ -53,6 +53,7 @@ class Settings:
     unsupported_retry: float = 60.0
     max_processes: int = 16
     procfs: str = "/proc"
+    hpc_job_dir: str = ""
 
     @property
     def host(self) -> str:
@@ -220,6 +221,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--path.procfs", "procfs", ("path", "procfs"), str,
            "Where the host's /proc is mounted, for process names and owners (default /proc; in a container, "
            "mount the host's /proc there and share the host PID namespace).", "PATH"),
+    Option("--hpc-job-mapping-dir", "hpc_job_dir", ("hpc-job-mapping-dir",), str,
+           "Directory of per-GPU job files (named by GPU index, or index.GPU-instance for MIG, holding job ids) "
+           "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job "
+           "(default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),

@@ -73,7 +73,20 @@ def process(parent: Entity, pid: int | str, name: str = "", user: str = "") -> E
     return Entity("process", f"{parent.uid}/pid{pid}", labels, (("parent", parent.uid),))
 
 
-def named(entity: Entity, name: str, user: str) -> Entity:
-    """``entity`` (a process) with its ``process`` and ``user`` labels set."""
+def named(entity: Entity, name: str, user: str, workload: Labels = ()) -> Entity:
+    """``entity`` (a process) with its ``process`` and ``user`` labels set, and the workload labels
+    that are known (``namespace``, ``pod``, ``container``, ``slurm_job``; empty ones left out)."""
     fixed = {"process": name, "user": user}
-    return Entity(entity.kind, entity.uid, tuple((k, fixed.get(k, v)) for k, v in entity.labels), entity.info)
+    labels = tuple((k, fixed.get(k, v)) for k, v in entity.labels) + tuple((k, v) for k, v in workload if v)
+    return Entity(entity.kind, entity.uid, labels, entity.info)
+
+
+def pod(parent: Entity, namespace: str, name: str, container: str) -> Entity:
+    """An allocation of ``parent`` (a GPU or MIG instance) to one container of a Kubernetes pod."""
+    labels = (*parent.labels, ("namespace", namespace), ("pod", name), ("container", container))
+    return Entity("pod", f"{parent.uid}/pod/{namespace}/{name}/{container}", labels, (("parent", parent.uid),))
+
+
+def job(parent: Entity, label: str, job_id: str) -> Entity:
+    """An allocation of ``parent`` to a batch job: ``label`` is ``slurm_job`` or ``hpc_job``."""
+    return Entity("job", f"{parent.uid}/{label}/{job_id}", (*parent.labels, (label, job_id)), (("parent", parent.uid),))

@@ -24,10 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpu_exporter import __version__
-from gpu_exporter.attribution.procfs import ProcessNames
+from gpu_exporter.attribution.join import Attributor
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
@@ -36,7 +35,6 @@ from gpu_exporter.pipeline.derive import Integrators, Windows
 from gpu_exporter.pipeline.events import EventTallies, XidTally
 from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
-from gpu_exporter.pipeline.processes import fold
 from gpu_exporter.render import Renderer, native_renderer
 from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, identity_entities
 from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
@@ -76,8 +74,7 @@ class Sampler:
         wall_clock: Callable[[], float] = time.time,
         vanished_retention: float = VANISHED_RETENTION_SECONDS,
         unsupported_retry: float = RETRY_SECONDS,
-        max_processes: int = 16,
-        procfs: Path = Path("/proc"),
+        attributor: Attributor | None = None,
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
@@ -89,8 +86,7 @@ class Sampler:
         self._clock = clock
         self._wall = wall_clock
         self._retention = vanished_retention
-        self._max_processes = max_processes
-        self._names = ProcessNames(procfs)
+        self._attributor = attributor or Attributor()
         self._memo = UnsupportedMemo(unsupported_retry, clock)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
         self._windows = Windows(self._specs)
@@ -268,8 +264,7 @@ class Sampler:
                 state.everything_in = cycle
             request = self._plan.request("gpu", cycle, self._memo.asks, everything=state.everything_in == cycle)
             reading = self._backend.read(state.identity, request)
-            fold(reading, self._max_processes)  # attribution runs here too: off the sampler's thread
-            self._names.name(reading)
+            self._attributor.apply(reading, state.identity)  # attribution runs here too: off the sampler's thread
             return reading
 
         return read
@@ -294,6 +289,7 @@ class Sampler:
         converted = convert(reading, self._backend.name, self._memo)
         for name, count in converted.invalid.items():
             self._invalid[name] = self._invalid.get(name, 0) + count
+        by_uid = {entity.uid: values for entity, values in converted.values.items()}
         for entity, values in converted.values.items():
             for key in self._plan.slow:
                 if self._plan.due(key, result.cycle) or result.cycle == state.everything_in:
@@ -303,7 +299,10 @@ class Sampler:
                         state.slow[(entity, key)] = (values[key], raw, result.finished_at)
                     else:
                         state.slow.pop((entity, key), None)
-            self._integrators.fold(entity, values, result.finished_at)
+            inputs = values
+            if entity.kind in ("pod", "job"):  # an allocation is idle by its GPU's values
+                inputs = by_uid.get(dict(entity.info).get("parent", ""), {})
+            self._integrators.fold(entity, inputs, result.finished_at)
             if entity.kind == "gpu":
                 self._windows.note(entity.uid, values, self._wall())
         return converted

@@ -12,11 +12,11 @@ scrape (the encoder escapes it).
 from __future__ import annotations
 
 import pwd
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_exporter import model
-from gpu_exporter.backends.base import RawReading
-from gpu_exporter.model import Entity
+from gpu_exporter.attribution.cgroups import Workload
+from gpu_exporter.attribution.cgroups import parse as parse_cgroups
 
 _MAX_BYTES = 4096
 _CACHE_MAX = 4096
@@ -27,31 +27,44 @@ def _read(path: Path) -> str:
         return file.read(_MAX_BYTES).decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class ProcessFacts:
+    """What /proc says about one process: short name, user, and its workload from its cgroups."""
+
+    name: str = ""
+    user: str = ""
+    workload: Workload = field(default_factory=Workload)
+
+
 class ProcessNames:
-    """Cached (start time, name, user) by pid for one procfs root."""
+    """Cached facts by pid (and start time) for one procfs root."""
 
     def __init__(self, root: Path = Path("/proc")) -> None:
         self._root = root
-        self._cache: dict[int, tuple[str, str, str]] = {}
+        self._cache: dict[int, tuple[str, ProcessFacts]] = {}
 
-    def lookup(self, pid: int) -> tuple[str, str]:
-        """(short name, user) of ``pid``; empty strings where /proc has no answer."""
+    def facts(self, pid: int) -> ProcessFacts:
+        """What /proc says about ``pid``; empty where it has no answer."""
         base = self._root / str(pid)
         try:
             stat = _read(base / "stat")
         except OSError:
             self._cache.pop(pid, None)
-            return "", ""
+            return ProcessFacts()
         fields = stat.rpartition(")")[2].split()
         started = fields[19] if len(fields) > 19 else ""
         cached = self._cache.get(pid)
         if cached is not None and cached[0] == started:
-            return cached[1], cached[2]
+            return cached[1]
         try:
             name = _read(base / "comm").strip()
             status = _read(base / "status")
         except OSError:
-            return "", ""
+            return ProcessFacts()
+        try:
+            workload = parse_cgroups(_read(base / "cgroup"))
+        except OSError:
+            workload = Workload()
         user = ""
         for line in status.splitlines():
             if line.startswith("Uid:"):
@@ -59,22 +72,16 @@ class ProcessNames:
                 if len(parts) > 1 and parts[1].isdigit():
                     user = _user(int(parts[1]))
                 break
+        facts = ProcessFacts(name, user, workload)
         if len(self._cache) >= _CACHE_MAX:
             self._cache.clear()
-        self._cache[pid] = (started, name, user)
-        return name, user
+        self._cache[pid] = (started, facts)
+        return facts
 
-    def name(self, reading: RawReading) -> None:
-        """Give every process entity of ``reading`` its ``process`` and ``user`` labels."""
-        if not any(entity.kind == "process" for entity in reading.raw):
-            return
-        named: dict[Entity, dict[str, float]] = {}
-        for entity, values in reading.raw.items():
-            pid = dict(entity.labels).get("pid", "")
-            if entity.kind == "process" and pid.isdigit():
-                entity = model.named(entity, *self.lookup(int(pid)))
-            named[entity] = values
-        reading.raw = named
+    def lookup(self, pid: int) -> tuple[str, str]:
+        """(short name, user) of ``pid``; empty strings where /proc has no answer."""
+        facts = self.facts(pid)
+        return facts.name, facts.user
 
 
 def _user(uid: int) -> str:

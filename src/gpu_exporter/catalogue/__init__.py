@@ -9,7 +9,7 @@ table; nothing else names a metric.
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import devices, fabric, health, processes, profiling
+from gpu_exporter.catalogue import allocations, devices, fabric, health, processes, profiling
 from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
 from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
@@ -26,10 +26,12 @@ from gpu_exporter.catalogue.spec import (
     ONE,
     ROOT_OF,
     STATIC,
+    Constant,
     DcgmSource,
     Derivation,
     EntityKind,
     FixedMetric,
+    IdleWhileAllocated,
     IdleWhileHeld,
     Integral,
     Kind,
@@ -53,7 +55,7 @@ from gpu_exporter.catalogue.vocabulary import (
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
 METRICS: tuple[MetricSpec, ...] = (
-    *devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS,
+    *devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS, *allocations.ROWS,
 )  # fmt: skip
 #: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
 SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS
@@ -96,7 +98,8 @@ __all__ = [
     "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB", "LINK_LABEL",
     "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
     "NVSWITCH_PORT_ERRORS", "ONE", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS", "SWITCH_METRICS",
-    "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "DcgmSource",
-    "Derivation", "EntityKind", "FixedMetric", "IdleWhileHeld", "Integral", "Kind", "MetricSpec", "NvmlSource",
-    "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs", "scaled",
+    "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
+    "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
+    "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",
+    "scaled",
 ]  # fmt: skip

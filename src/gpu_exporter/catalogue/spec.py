@@ -133,7 +133,39 @@ class IdleWhileHeld:
         return f"integrated from {self.utilization} and {self.holders} at every sample"
 
 
-Derivation = Integral | IdleWhileHeld
+@dataclass(frozen=True)
+class Constant:
+    """A row whose value is fixed while its entity exists (an ``*_info`` row of an attribution)."""
+
+    value: float
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return ()
+
+    def describe(self) -> str:
+        return f"{self.value:g} while the allocation exists"
+
+
+@dataclass(frozen=True)
+class IdleWhileAllocated:
+    """A counter, on an allocation (pod or job), of the time its GPU ran no compute process
+    (``holders`` below one) or stayed below ``below`` utilization: reserved but wasted. Reads the
+    values of the allocation's GPU."""
+
+    utilization: str
+    holders: str
+    below: float
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.utilization, self.holders)
+
+    def describe(self) -> str:
+        return f"integrated from the allocated GPU's {self.utilization} and {self.holders} at every sample"
+
+
+Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,10 @@ of state changes dcgm-exporter's compatibility counts need.
 
 Integrators fold each new read of an entity: an :class:`~gpu_exporter.catalogue.Integral` adds
 value × time since the previous read, an :class:`~gpu_exporter.catalogue.IdleWhileHeld` adds the
-time while the utilization stayed below its threshold with a holder present. The time is capped at
+time while the utilization stayed below its threshold with a holder present, an
+:class:`~gpu_exporter.catalogue.IdleWhileAllocated` (on a pod or job, folded with its GPU's values)
+the time its GPU ran nothing or nearly nothing, and a :class:`~gpu_exporter.catalogue.Constant`
+is its value while the entity exists. The time is capped at
 the stale limit, so an entity unreachable for minutes is not credited with guessed time. An
 entity's integrators restart when it is lost (a counter reset, which ``rate()`` handles).
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpu_exporter.catalogue import WINDOWED_FAMILIES, IdleWhileHeld, Integral, MetricSpec
+from gpu_exporter.catalogue import WINDOWED_FAMILIES, Constant, IdleWhileAllocated, IdleWhileHeld, Integral, MetricSpec
 from gpu_exporter.model import Entity
 
 #: How long state changes are remembered for windowed counts.
@@ -45,6 +48,10 @@ class Integrators:
                 self._integrate(acc, values.get(derive.of), at)
             elif isinstance(derive, IdleWhileHeld):
                 self._idle(acc, derive, values.get(derive.utilization), values.get(derive.holders), at)
+            elif isinstance(derive, IdleWhileAllocated):
+                self._wasted(acc, derive, values.get(derive.utilization), values.get(derive.holders), at)
+            elif isinstance(derive, Constant):
+                acc.total, acc.at = derive.value, at
 
     def _elapsed(self, acc: _Accumulator, at: float) -> float:
         assert acc.at is not None
@@ -71,6 +78,19 @@ class Integrators:
         else:
             idle = self._elapsed(acc, at) if utilization < rule.below and holders >= 1 else 0.0
             acc.total = (acc.total or 0.0) + idle
+        acc.at = at
+
+    def _wasted(
+        self, acc: _Accumulator, rule: IdleWhileAllocated, utilization: float | None, holders: float | None, at: float
+    ) -> None:
+        """Time with no compute process (where the count is known) or utilization below the threshold."""
+        if utilization is None:
+            return
+        if acc.at is None:
+            acc.total = 0.0
+        else:
+            idle = utilization < rule.below or (holders is not None and holders < 1)
+            acc.total = (acc.total or 0.0) + (self._elapsed(acc, at) if idle else 0.0)
         acc.at = at
 
     def values(self, entity: Entity) -> dict[str, float]:

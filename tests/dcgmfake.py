@@ -10,6 +10,13 @@ parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig
 :meth:`add_nvswitch` (switch fields, ports up or down, port fields), :meth:`set_gpu_links` and
 ``link_state`` (NVLink port states, read again by every ``link_states()`` call), ``link_status_error``
 and ``watch_errors`` (a status call or a group's watch that fails).
+
+Engine rules modelled as the host engine has them: ``entity_status`` (a GPU listed but in status
+Lost, Unsupported or Detached: group add refuses it and the MIG instances and links on it with
+DCGM_ST_GPU_IS_LOST, DCGM_ST_GPU_NOT_SUPPORTED or DCGM_ST_BADPARAM, and its fields read
+DCGM_ST_GPU_IS_LOST); ``group_limit`` (64 entities per group and per latest-values call on DCGM
+3.x, 1024 on 4.x: more is DCGM_ST_MAX_LIMIT); a ``profiling_support`` of
+DCGM_ST_MODULE_NOT_LOADED (the engine runs without its profiling module).
 """
 
 from __future__ import annotations
@@ -28,12 +35,15 @@ from gpu_exporter.backends.dcgm.values import (
     FE_LINK,
     FE_SWITCH,
     FP64_BLANK,
+    GROUP_MAX_ENTITIES_4,
     INT32_BLANK,
     INT64_BLANK,
     LINK_STATE_DOWN,
     LINK_STATE_UP,
     ST_CONNECTION_NOT_VALID,
     ST_DUPLICATE_KEY,
+    ST_GPU_IS_LOST,
+    ST_MAX_LIMIT,
     ST_NOT_WATCHED,
     ST_OK,
     Entity,
@@ -113,6 +123,8 @@ class FakeDcgm:
     clock_us: int = 1_700_000_000_000_000
     hang: dict[tuple[int, int], float] = field(default_factory=dict)  # entity → seconds latest_of sleeps
     threads: set[str] = field(default_factory=set)  # names of the threads that called the engine
+    entity_status: dict[tuple[int, int], int] = field(default_factory=dict)  # GPU → status group add answers
+    group_limit: int = GROUP_MAX_ENTITIES_4
 
     # building the host ---------------------------------------------------------------------
     def add_gpu(self, gpu_id: int, fields: dict[int, Raw], profiling: frozenset[int] | int = frozenset()) -> None:
@@ -209,6 +221,14 @@ class FakeDcgm:
         self.stale -= gone
         return len(gone)
 
+    def refusal(self, key: tuple[int, int]) -> int | None:
+        """The status dcgmGroupAddEntity refuses ``key`` with: its GPU's, for a MIG instance or link."""
+        parents = {e.key: e.parent for e in self.entity_list}
+        parents.update({(FE_LINK, link_entity_id(g, o, p)): (g, o) for g, o, p in self.link_state})
+        while key[0] != FE_GPU and parents.get(key) is not None:
+            key = parents[key]  # type: ignore[assignment]
+        return self.entity_status.get(key)
+
     def watch(
         self,
         name: str,
@@ -216,8 +236,14 @@ class FakeDcgm:
         field_ids: Sequence[int],
         update_us: int,
         keep_age_s: float,
-    ) -> None:
+    ) -> dict[tuple[int, int], int]:
         self._check()
+        if len(entities) > self.group_limit:
+            raise dcgm_error(ST_MAX_LIMIT, f"dcgmGroupAddEntity: {name} holds {self.group_limit} entities already")
+        refused = {key: status for key in entities if (status := self.refusal(key)) is not None}
+        if len(refused) == len(entities):
+            return refused  # nothing grouped: no field group, nothing watched
+        entities = [key for key in entities if key not in refused]
         if name in self.watches or name in self.stale:
             raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
         if self.profiling_watch_error is not None and any(f >= 1001 for f in field_ids):
@@ -226,6 +252,7 @@ class FakeDcgm:
             if name.endswith(suffix):
                 raise dcgm_error(status, f"dcgmWatchFields: {name} refused")
         self.watches[name] = Watch(tuple(entities), tuple(field_ids), update_us, keep_age_s)
+        return refused
 
     def unwatch(self, name: str) -> None:
         self.watches.pop(name, None)
@@ -234,6 +261,8 @@ class FakeDcgm:
         self._check()
 
     def _sample(self, key: tuple[int, int], field_id: int) -> FieldValue:
+        if self.refusal(key) == ST_GPU_IS_LOST:
+            return FieldValue(key[0], key[1], field_id, "i", ST_GPU_IS_LOST, self.clock_us, INT64_BLANK)
         raw = self.values.get(key, {}).get(field_id)
         if raw is None and key[0] == FE_GPU:
             raw = self.globals.get(field_id)
@@ -250,6 +279,10 @@ class FakeDcgm:
 
     def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
         self._check()
+        if len(entities) > self.group_limit:
+            raise dcgm_error(
+                ST_MAX_LIMIT, f"dcgmEntitiesGetLatestValues: over {self.group_limit} entities"
+            )
         for entity in entities:
             if entity in self.hang:
                 time.sleep(self.hang[entity])

@@ -413,7 +413,7 @@ def test_groups_are_named_uniquely_and_stale_ones_removed(runs: list[Run]) -> No
     assert fake.stale == {"someone-else"}
     assert all(name.startswith(GROUP_PREFIX) for name in fake.watches)
     needs = {name.rsplit("-", 1)[1] for name in fake.watches}
-    assert needs == {"identity", "gpu0", "mig0", "prof1", "xid"}
+    assert needs == {"identity", "gpu0", "mig0", "prof10", "xid0"}  # need, field chunk
     for name, watch in fake.watches.items():
         if not name.endswith("identity"):
             assert watch.update_us == 2_000_000  # the collect interval

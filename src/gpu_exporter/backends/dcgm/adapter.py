@@ -19,6 +19,8 @@ import ctypes
 import importlib
 import logging
 import os
+import platform
+import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from typing import Any, Protocol
 from gpu_exporter.backends.dcgm.errors import (
     DcgmConnectionLost,
     DcgmError,
+    DcgmModuleNotLoaded,
     DcgmNoPermission,
     DcgmNotSupported,
     DcgmProfilingInUse,
@@ -39,7 +42,9 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU_CI,
     FE_LINK,
     FE_SWITCH,
+    GROUP_MAX_ENTITIES_3,
     LINK_STATE_NOT_SUPPORTED,
+    REFUSED_STATUSES,
     ST_CONNECTION_NOT_VALID,
     ST_NOT_WATCHED,
     Entity,
@@ -50,8 +55,8 @@ from gpu_exporter.backends.dcgm.values import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "DcgmAdapter", "DcgmConnectionLost", "DcgmError", "DcgmNoPermission", "DcgmNotSupported", "DcgmProfilingInUse",
-    "DcgmUnavailable", "PydcgmAdapter", "dcgm_error", "load_adapter",
+    "DcgmAdapter", "DcgmConnectionLost", "DcgmError", "DcgmModuleNotLoaded", "DcgmNoPermission", "DcgmNotSupported",
+    "DcgmProfilingInUse", "DcgmUnavailable", "Refused", "PydcgmAdapter", "dcgm_error", "load_adapter",
 ]  # fmt: skip
 
 ENV_PATH = "DCGM_PYTHON_PATH"
@@ -61,6 +66,10 @@ DCGM3_BINDINGS = "/usr/local/dcgm/bindings/python3"
 _OPERATION_MODE_AUTO = 1
 #: DCGM_GROUP_EMPTY: a group we fill with the entities we choose.
 _GROUP_EMPTY = 1
+#: dcgmGroupAddEntity's answer when the group is full (DCGM_ST_MAX_LIMIT).
+_ST_MAX_LIMIT = -24
+#: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
+Refused = dict[tuple[int, int], int]
 
 
 class DcgmAdapter(Protocol):
@@ -70,6 +79,8 @@ class DcgmAdapter(Protocol):
 
     #: Where the bindings were imported from (for logs and gpu_exporter_backend_info).
     source: str
+    #: The most entities one group, or one :meth:`latest_of` call, may hold (DCGM 3.x: 64, 4.x: 1024).
+    group_limit: int
 
     def connect(self, address: str | None, timeout_ms: int) -> None:
         """Connect to a standalone nv-hostengine at ``HOST:PORT``, or start an embedded host
@@ -99,9 +110,13 @@ class DcgmAdapter(Protocol):
         field_ids: Sequence[int],
         update_us: int,
         keep_age_s: float,
-    ) -> None:
+    ) -> Refused:
         """Create an entity group and a field group both called ``name`` and watch them: DCGM
-        samples every field every ``update_us`` µs and keeps ``keep_age_s`` seconds of samples."""
+        samples every field every ``update_us`` µs and keeps ``keep_age_s`` seconds of samples.
+        Entities the engine refuses to group (a Lost, Unsupported or Detached GPU and the MIG
+        instances on it; :data:`REFUSED_STATUSES`) are left out and returned with their status;
+        when it refuses them all, nothing is watched and ``name`` stays unknown. More than
+        :attr:`group_limit` entities raise :class:`DcgmError` (DCGM_ST_MAX_LIMIT)."""
 
     def unwatch(self, name: str) -> None:
         """Stop watching ``name`` and destroy its groups (unknown names are ignored)."""
@@ -121,7 +136,8 @@ class DcgmAdapter(Protocol):
         timestamp to pass next time."""
 
     def profiling_fields(self, gpu_id: int) -> frozenset[int]:
-        """The profiling field ids GPU ``gpu_id`` supports (its metric groups)."""
+        """The profiling field ids GPU ``gpu_id`` supports (its metric groups). Raises
+        :class:`DcgmModuleNotLoaded` when the engine runs without its profiling module."""
 
 
 def candidate_dirs() -> list[str]:
@@ -159,6 +175,46 @@ def load_adapter() -> PydcgmAdapter:
             "bindings_not_found", f"pydcgm (dcgm_agent.py) not found in {listed} or on sys.path"
         ) from err
     return PydcgmAdapter(structs, agent, "sys.path")
+
+
+#: The file name the bindings load: ``libdcgm.so.4`` in 4.x bindings, ``libdcgm.so.3`` in 3.x.
+_SONAME = re.compile(r"libdcgm\.so\.\d+")
+
+
+def library_file(bindings_source: str) -> str:
+    """The libdcgm file name the bindings' loader asks for, read from their source text."""
+    found = _SONAME.search(bindings_source)
+    return found.group(0) if found else "libdcgm.so"
+
+
+def library_dirs(bindings_source: str) -> list[str]:
+    """The folders the bindings' loader looks in, in its order: each ``LD_LIBRARY_PATH`` folder
+    when the loader reads that variable (4.x bindings do; 3.x ones do not), then
+    ``/usr/lib/<machine>-linux-gnu`` and ``/usr/lib64``."""
+    dirs = []
+    if "LD_LIBRARY_PATH" in bindings_source:
+        dirs += [part for part in os.environ.get("LD_LIBRARY_PATH", "").split(":") if part]
+    return [*dirs, f"/usr/lib/{platform.machine()}-linux-gnu", "/usr/lib64"]
+
+
+def library_problem(structs_path: str) -> tuple[str, str]:
+    """Why the bindings in ``structs_path`` could not load libdcgm: (reason, detail). The detail
+    names the file and the folders searched and, for a file that exists, the loader's own error."""
+    try:
+        with open(structs_path, encoding="utf-8", errors="replace") as source:
+            text = source.read()
+    except OSError:
+        text = ""
+    name = library_file(text)
+    dirs = library_dirs(text)
+    for folder in dirs:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            try:
+                ctypes.CDLL(path)
+            except OSError as err:
+                return "library_broken", f"{path} exists but does not load: {err}"
+    return "library_not_found", f"{name} (the file these bindings load) is in none of {', '.join(dirs)}"
 
 
 def _text(raw: object) -> str:
@@ -206,21 +262,28 @@ class PydcgmAdapter:
         self._groups: dict[str, tuple[Any, Any]] = {}  # name → (group id, field group id)
         self._lock = threading.Lock()
         self._library_loaded = False
+        # 4.x bindings name the 1024-entity limit ..._V2 (3.x: DCGM_GROUP_MAX_ENTITIES, 64).
+        limit = getattr(structs, "DCGM_GROUP_MAX_ENTITIES_V2", None) or getattr(structs, "DCGM_GROUP_MAX_ENTITIES", 0)
+        self.group_limit = int(limit) if isinstance(limit, int) and limit > 0 else GROUP_MAX_ENTITIES_3
         # Kept on the instance: DCGM calls it during dcgmGetLatestValues_v2 / dcgmGetValuesSince_v2.
         self._callback = agent.dcgmFieldValueEntityEnumeration_f(_collect)
 
     # connection ------------------------------------------------------------------------------
     def _load_library(self) -> None:
-        """``dcgm_structs._dcgmInit`` (finds libdcgm.so.4 or .so.3), then ``dcgmInit``, once."""
+        """``dcgm_structs._dcgmInit`` (finds libdcgm.so.4 or .so.3), then ``dcgmInit``, once. The
+        bindings turn every loader failure into DCGM_ST_LIBRARY_NOT_FOUND; the error says which file
+        they look for, where, and why an existing file did not load (see :func:`library_problem`)."""
         if self._library_loaded:
             return
         try:
             self._structs._dcgmInit()
+        except self._structs.DCGMError as err:
+            reason, detail = library_problem(getattr(self._structs, "__file__", None) or "")
+            raise DcgmUnavailable(reason, f"{detail} ({err}); bindings from {self.source}") from err
+        try:
             self._agent.dcgmInit()
         except self._structs.DCGMError as err:
-            raise DcgmUnavailable(
-                "library_not_found", f"libdcgm could not be loaded ({err}); bindings from {self.source}"
-            ) from err
+            raise DcgmUnavailable("init_failed", f"dcgmInit failed: {err}; bindings from {self.source}") from err
         self._library_loaded = True
 
     def connect(self, address: str | None, timeout_ms: int) -> None:
@@ -351,13 +414,26 @@ class PydcgmAdapter:
         field_ids: Sequence[int],
         update_us: int,
         keep_age_s: float,
-    ) -> None:
+    ) -> Refused:
+        if len(entities) > self.group_limit:
+            raise DcgmError(
+                _ST_MAX_LIMIT, f"{name}: {len(entities)} entities; a group holds at most {self.group_limit}"
+            )
         label = name.encode()
         group = self._call("dcgmGroupCreate", _GROUP_EMPTY, label)
         field_group = None
+        refused: Refused = {}
         try:
             for entity_group, entity_id in entities:
-                self._call("dcgmGroupAddEntity", group, entity_group, entity_id)
+                try:
+                    self._call("dcgmGroupAddEntity", group, entity_group, entity_id)
+                except DcgmError as err:
+                    if err.code not in REFUSED_STATUSES:
+                        raise
+                    refused[(entity_group, entity_id)] = err.code
+            if len(refused) == len(entities):
+                self._optional("dcgmGroupDestroy", group)
+                return refused
             field_group = self._call("dcgmFieldGroupCreate", [int(field) for field in field_ids], label)
             self._call("dcgmWatchFields", group, field_group, int(update_us), float(keep_age_s), 0)
         except DcgmError:
@@ -367,6 +443,7 @@ class PydcgmAdapter:
             raise
         with self._lock:
             self._groups[name] = (group, field_group)
+        return refused
 
     def unwatch(self, name: str) -> None:
         with self._lock:

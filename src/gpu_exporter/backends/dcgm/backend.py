@@ -7,9 +7,15 @@ embedded engine in this process. The mode that connected first is kept for every
 restarting host engine is waited for rather than replaced by a second engine competing for the
 profiling lock.
 
-Watches (:mod:`.watches`): one field group per need; groups with the ``gpu-exporter-`` prefix left
-by earlier runs are destroyed at each connect. Fields are sampled by DCGM at the collect interval
-and kept for a few intervals.
+Watches (:mod:`.watches`): one field group per need, split to the engine's group limit; groups
+with the ``gpu-exporter-`` prefix left by earlier runs are destroyed at each connect. Fields are
+sampled by DCGM at the collect interval and kept for a few intervals.
+
+Refused GPUs: a GPU DCGM lists but will not group (Lost, Unsupported, Detached) is left out of the
+groups and reported as a device whose reads raise :class:`DeviceLost` with the reason (``gpu_up
+0``), under its earlier identity when it was lost at runtime, else as ``GPU-dcgm-<id>``; every
+other GPU is sampled as usual. :meth:`DcgmBackend.discover` asks the engine again with backoff
+and rebuilds the watches when it accepts the GPU.
 
 Reads: each GPU's worker fetches the latest values of that GPU and its MIG instances with one
 ``dcgmEntitiesGetLatestValues`` call, so a call that hangs on one GPU stalls only that GPU; no lock
@@ -19,12 +25,13 @@ watches), retries failed profiling watches, and fetches recorded Xids into the e
 sampler drains.
 
 Failures: blank sentinels and "no data yet" are absent samples; "not supported" is reported to the
-pipeline's memo; other statuses are counted by kind. When the profiling module is locked by another
-profiler or lacks permission, profiling values are absent, every read of an affected GPU counts
-``profiling_in_use`` (or ``profiling_no_permission``), one log line says how to fix it, the watch is
-retried every minute, and everything else keeps working. A lost connection makes reads raise
-:class:`DeviceLost` and :meth:`DcgmBackend.discover` raise :class:`BackendUnavailable`, so the
-sampler closes the backend and reopens it with backoff.
+pipeline's memo; other statuses are counted by kind. A profiling module the engine has not loaded
+is "profiling not available" (one log line, never retried). When the profiling module is locked by
+another profiler or lacks permission, profiling values are absent, every read of an affected GPU
+counts ``profiling_in_use`` (or ``profiling_no_permission``), one log line says how to fix it, the
+watch is retried with backoff (1 minute doubling to 10), and everything else keeps working. A lost
+connection makes reads raise :class:`DeviceLost` and :meth:`DcgmBackend.discover` raise
+:class:`BackendUnavailable`, so the sampler closes the backend and reopens it with backoff.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_LINK,
+    MAX_FIELDS_PER_GROUP,
     ST_GPU_IS_LOST,
     FieldValue,
 )
@@ -66,6 +74,7 @@ from gpu_exporter.backends.dcgm.watches import (
     is_profiling,
     link_fields,
     plain_fields,
+    split,
 )
 from gpu_exporter.catalogue import MetricSpec
 
@@ -114,7 +123,8 @@ class DcgmBackend:
         self._token = ""
         self._watch_events = False
         self._watches: Watches | None = None
-        self._since: int | None = None
+        self._since: dict[str, int] = {}  # Xid group → the engine timestamp to read from next
+        self._since_floor: int | None = None  # where a new Xid group starts reading
         self._events: deque[Event] = deque(maxlen=100_000)
         self._events_ok = False
         self._logged: set[str] = set()  # one-time log lines already written
@@ -207,8 +217,8 @@ class DcgmBackend:
                 raise BackendUnavailable(f"dcgm_{err.kind}", f"setting up DCGM watches failed: {err}") from err
             topology = self._topology()
             log.info(
-                "DCGM (%s): %d GPU(s), %d MIG compute instance(s), %d NVSwitch(es), %d NVLink port(s)", self.mode,
-                len(topology.gpus), len(topology.migs), len(topology.switches),
+                "DCGM (%s): %d GPU(s) (%d refused), %d MIG compute instance(s), %d NVSwitch(es), %d NVLink port(s)",
+                self.mode, len(topology.gpus), len(topology.refused), len(topology.migs), len(topology.switches),
                 sum(1 for e in topology.entities if e.group == FE_LINK),
             )  # fmt: skip
             return topology.host, topology.devices
@@ -221,6 +231,9 @@ class DcgmBackend:
                 adapter = self._adapter_now()
                 if layout(adapter.entities()) != self._topology().layout:
                     log.info("DCGM entities changed; rebuilding watches")
+                    self._rebuild(adapter)
+                elif self._watches is not None and self._watches.probe_refused():
+                    log.info("DCGM groups a GPU it refused before; rebuilding watches")
                     self._rebuild(adapter)
             except DcgmError as err:
                 self._lost(err)
@@ -236,13 +249,18 @@ class DcgmBackend:
         """Drop our watches, read identities for the current entities, and watch what the specs need
         (under the lock: readers keep the previous watches until the new ones are in place)."""
         with self._lock:
+            previous = self._watches.topology if self._watches is not None else None
             if self._watches is not None:
                 self._watches.drop()
             watches = Watches(adapter, self._token, self._specs, self._interval, self._once, self._clock)
-            watches.identify(adapter.entities())
-            if watches.watch(self._watch_events) and self._since is None:
-                # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
-                _, self._since = adapter.since(watches.xid_group, 0)
+            watches.identify(adapter.entities(), previous)
+            if watches.watch(self._watch_events):
+                if self._since_floor is None:
+                    # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
+                    self._since_floor = max(adapter.since(name, 0)[1] for name in watches.xid_groups)
+                elif self._since:
+                    self._since_floor = max(self._since.values())
+                self._since = dict.fromkeys(watches.xid_groups, self._since_floor)
             self._events_ok = self._watch_events
             self._watches = watches
 
@@ -275,7 +293,13 @@ class DcgmBackend:
             return {}
         started = time.perf_counter()
         try:
-            samples = adapter.latest_of(keys, fields)
+            # At most the engine's group limit of entities and 128 fields per call.
+            samples = [
+                sample
+                for part in split(keys, adapter.group_limit)
+                for start in range(0, len(fields), MAX_FIELDS_PER_GROUP)
+                for sample in adapter.latest_of(part, fields[start : start + MAX_FIELDS_PER_GROUP])
+            ]
         except DcgmConnectionLost:
             raise
         except DcgmError as err:
@@ -313,6 +337,8 @@ class DcgmBackend:
             gpu = topology.gpus.get(device.uuid)
             if gpu is None:
                 raise DeviceLost(f"{device.uuid} is no longer enumerated by DCGM")
+            if gpu in topology.refused:
+                raise DeviceLost(f"{device.uuid}: {topology.refused[gpu]}; not sampled, tried again with backoff")
             failing = profiling.failing.get(gpu)
             if failing is not None and any(is_profiling(spec) for spec in specs):
                 reading.failed(failing, "profiling")
@@ -376,16 +402,22 @@ class DcgmBackend:
         return reading
 
     def _fetch_xids(self, adapter: DcgmAdapter, watches: Watches) -> None:
-        if not watches.xid_group or self._since is None:
+        if not watches.xid_groups:
             return
-        try:
-            samples, self._since = adapter.since(watches.xid_group, self._since)
-        except DcgmConnectionLost:
-            raise
-        except DcgmError as err:
-            self._events_ok = False
-            log.debug("reading Xid values: %s", err)
-            return
+        samples: list[FieldValue] = []
+        for name in watches.xid_groups:
+            since = self._since.get(name, self._since_floor)
+            if since is None:
+                continue
+            try:
+                found, self._since[name] = adapter.since(name, since)
+            except DcgmConnectionLost:
+                raise
+            except DcgmError as err:
+                self._events_ok = False
+                log.debug("reading Xid values: %s", err)
+                return
+            samples += found
         self._events_ok = True
         self._events.extend(xid_events(samples, watches.topology.owner))
 

@@ -8,6 +8,7 @@ from gpu_exporter.backends.dcgm.values import (
     ST_FIELD_UNSUPPORTED_BY_API,
     ST_GPU_NOT_SUPPORTED,
     ST_IN_USE,
+    ST_MODULE_NOT_LOADED,
     ST_NO_PERMISSION,
     ST_NOT_SUPPORTED,
     ST_PROFILING_LIBRARY_ERROR,
@@ -19,7 +20,8 @@ from gpu_exporter.backends.dcgm.values import (
 
 class DcgmUnavailable(Exception):
     """The bindings or ``libdcgm.so`` cannot be loaded at all. ``reason``: ``bindings_not_found``,
-    ``bindings_broken`` or ``library_not_found``."""
+    ``bindings_broken``, ``library_not_found`` (no file where the bindings look),
+    ``library_broken`` (the file is there but does not load) or ``init_failed`` (``dcgmInit``)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -52,6 +54,12 @@ class DcgmProfilingInUse(DcgmError):
     second host engine) holds the driver's one profiling lock."""
 
 
+class DcgmModuleNotLoaded(DcgmError):
+    """DCGM_ST_MODULE_NOT_LOADED: the host engine has not loaded the module serving the request
+    (profiling: nv-hostengine started with the module denied, or the module failed to load). As
+    NVIDIA's own tests do, the feature is treated as not available, not as a failure."""
+
+
 class DcgmConnectionLost(DcgmError):
     """DCGM_ST_CONNECTION_NOT_VALID: the host engine went away (or we never connected)."""
 
@@ -65,6 +73,7 @@ _ERROR_CLASSES: dict[int, type[DcgmError]] = {
     ST_REQUIRES_ROOT: DcgmNoPermission,
     ST_PROFILING_LIBRARY_ERROR: DcgmProfilingInUse,
     ST_IN_USE: DcgmProfilingInUse,
+    ST_MODULE_NOT_LOADED: DcgmModuleNotLoaded,
     ST_CONNECTION_NOT_VALID: DcgmConnectionLost,
 }
 
@@ -80,8 +89,11 @@ FIXES = {
     "bindings/python3 folder, or run with --backend nvml",
     "bindings_broken": "reinstall DCGM or point DCGM_PYTHON_PATH at bindings matching this Python, or run with "
     "--backend nvml",
-    "library_not_found": "install libdcgm of the same DCGM release as the bindings (or add its folder to "
-    "LD_LIBRARY_PATH), or run with --backend nvml",
+    "library_not_found": "install libdcgm of the same DCGM release as the bindings (datacenter-gpu-manager-4-core "
+    "for 4.x bindings) where they look for it, or run with --backend nvml",
+    "library_broken": "reinstall DCGM so that libdcgm matches the bindings and this machine, or run with "
+    "--backend nvml",
+    "init_failed": "see the message above and the DCGM log, reinstall DCGM, or run with --backend nvml",
 }
 
 

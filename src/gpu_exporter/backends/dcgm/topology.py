@@ -8,7 +8,7 @@ profile, e.g. ``3g.40gb``), 67 the MIG mode; 1, 2 and 5 (global fields) the host
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.backends.dcgm.values import (
@@ -28,6 +28,8 @@ from gpu_exporter.backends.dcgm.values import (
     FI_SERIAL,
     FI_UUID,
     FI_VBIOS_VERSION,
+    ST_GPU_IS_LOST,
+    ST_GPU_NOT_SUPPORTED,
     Entity,
 )
 
@@ -45,6 +47,18 @@ class Topology:
     migs: dict[tuple[str, int], int] = field(default_factory=dict)  # (GPU uuid, MIG slot) → compute instance id
     owner: dict[tuple[int, int], str] = field(default_factory=dict)  # GPU/GI/CI entity → GPU uuid
     entities: tuple[Entity, ...] = ()
+    #: DCGM GPU id → why the engine refuses to group it (it is a device with gpu_up 0, not watched).
+    refused: dict[int, str] = field(default_factory=dict)
+
+    def blocked(self, key: tuple[int, int]) -> bool:
+        """Whether entity ``key`` is a refused GPU, one of its MIG instances, or one of its links."""
+        parents = {e.key: e.parent for e in self.entities}
+        while key[0] in (FE_GPU_I, FE_GPU_CI, FE_LINK):
+            parent = parents.get(key)
+            if parent is None:
+                return False
+            key = parent
+        return key[0] == FE_GPU and key[1] in self.refused
 
     @property
     def switches(self) -> tuple[int, ...]:
@@ -137,3 +151,39 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
         nvml_version=text(first.get(FI_NVML_VERSION)),
     )
     return topology
+
+
+def refusal(status: int) -> str:
+    """Why dcgmGroupAddEntity refused a GPU, in words (the DCGM status of its entity)."""
+    if status == ST_GPU_IS_LOST:
+        return "DCGM reports the GPU lost (fallen off the bus?)"
+    if status == ST_GPU_NOT_SUPPORTED:
+        return "DCGM does not support this GPU"
+    return "DCGM will not group the GPU (not in status OK: detached or inaccessible)"
+
+
+def refuse(topology: Topology, gpu: int, reason: str, previous: Topology | None) -> None:
+    """Mark DCGM GPU ``gpu`` refused. It stays a device (so it is reported with gpu_up 0), under the
+    identity it had before when ``previous`` knew it, else the placeholder ``build`` gave it (UUID
+    ``GPU-dcgm-<id>``, index = DCGM id: no identity field can be read from an ungrouped GPU); its MIG
+    devices are dropped."""
+    topology.refused[gpu] = reason
+    current = next((uuid for uuid, number in topology.gpus.items() if number == gpu), None)
+    known = {number: uuid for uuid, number in previous.gpus.items()} if previous is not None else {}
+    before = next((d for d in previous.devices if d.uuid == known.get(gpu)), None) if previous else None
+    devices = []
+    for device in topology.devices:
+        if device.uuid == current:
+            device = before if before is not None else replace(device, migs=())
+        devices.append(device)
+    topology.devices = tuple(sorted(devices, key=lambda d: d.index))
+    if current is not None:
+        for key in [key for key, uuid in topology.owner.items() if uuid == current]:
+            del topology.owner[key]
+        del topology.gpus[current]
+        for slot in [slot for slot in topology.migs if slot[0] == current]:
+            del topology.migs[slot]
+    uuid = before.uuid if before is not None else current
+    if uuid is not None:
+        topology.gpus[uuid] = gpu
+        topology.owner[(FE_GPU, gpu)] = uuid

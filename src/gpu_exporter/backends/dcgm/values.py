@@ -130,6 +130,14 @@ IDENTITY_FIELDS: tuple[int, ...] = (
 )
 #: Most field ids DCGM accepts in one field group (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
 MAX_FIELDS_PER_GROUP = 128
+#: Most entities one entity group (and one dcgmEntitiesGetLatestValues call) may hold: DCGM 3.x's
+#: DCGM_GROUP_MAX_ENTITIES; DCGM 4.x raised it to 1024 (DCGM_GROUP_MAX_ENTITIES_V2).
+GROUP_MAX_ENTITIES_3 = 64
+GROUP_MAX_ENTITIES_4 = 1024
+#: What dcgmGroupAddEntity returns for an entity the engine lists but will not group: a GPU in
+#: status Lost (DCGM_ST_GPU_IS_LOST), Unsupported (DCGM_ST_GPU_NOT_SUPPORTED), or any other status
+#: but OK, such as Detached (DCGM_ST_BADPARAM).
+REFUSED_STATUSES = frozenset({ST_GPU_IS_LOST, ST_GPU_NOT_SUPPORTED, ST_BADPARAM})
 
 #: NVLink link states (DcgmNvLinkLinkState*): a port that is not supported does not exist; disabled
 #: and down ports exist but carry no traffic (NVML's nvmlDeviceGetNvLinkState says DISABLED for both).

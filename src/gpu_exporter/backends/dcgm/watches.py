@@ -1,10 +1,17 @@
 """The DCGM watches of one connection: identity, GPU, MIG, NVLink, NVSwitch, profiling and Xid
 groups, each named ``gpu-exporter-<pid>-<nonce>-<need>``, and which fields each GPU may be asked for.
 
+Entities the engine lists but will not group (a Lost, Unsupported or Detached GPU, and its MIG
+instances and links) are left out of every group; such a GPU stays a device, refused, and is tried
+again with backoff (:meth:`Watches.probe_refused`). Every group is split to the engine's group
+limit (``adapter.group_limit``: 64 entities on DCGM 3.x, 1024 on 4.x) and to 128 fields.
+
 Profiling fields are watched per set of fields a GPU supports (so a mixed node watches each model's
-own set); a watch the engine refuses because the profiling lock is held or permission is missing
-is retried every minute while every other watch keeps working. NVLink and NVSwitch watches are
-optional: one the engine refuses costs only its own series.
+own set). A profiling module the engine has not loaded, like a model without profiling, disables
+profiling for those GPUs with one log line. A watch the engine refuses because the profiling lock
+is held or permission is missing is retried with backoff (1 minute doubling to 10) while every
+other watch keeps working. NVLink and NVSwitch watches are optional: one the engine refuses costs
+only its own series.
 """
 
 from __future__ import annotations
@@ -18,17 +25,19 @@ from gpu_exporter.backends.dcgm.adapter import (
     DcgmAdapter,
     DcgmConnectionLost,
     DcgmError,
+    DcgmModuleNotLoaded,
     DcgmNoPermission,
     DcgmNotSupported,
     DcgmProfilingInUse,
 )
-from gpu_exporter.backends.dcgm.topology import Topology, build
+from gpu_exporter.backends.dcgm.topology import Topology, build, refusal, refuse
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_GPU_I,
     FE_SWITCH,
     FI_FIRST_PROFILING,
+    FI_UUID,
     FI_XID_ERRORS,
     IDENTITY_FIELDS,
     MAX_FIELDS_PER_GROUP,
@@ -44,6 +53,11 @@ log = logging.getLogger(__name__)
 GROUP_PREFIX = "gpu-exporter-"
 #: How often a profiling watch that failed (lock held, no permission) is tried again.
 PROFILING_RETRY_SECONDS = 60.0
+#: Longest wait between two tries of a refused profiling watch.
+PROFILING_RETRY_MAX_SECONDS = 600.0
+#: How often a GPU the engine refused to group is tried again: first wait, doubling to the longest.
+REFUSED_RETRY_SECONDS = 30.0
+REFUSED_RETRY_MAX_SECONDS = 300.0
 #: Identity fields hardly change: sampled once a minute, read at discovery.
 _IDENTITY_UPDATE_SECONDS = 60.0
 PROFILING_FIXES = {
@@ -57,6 +71,8 @@ PROFILING_FIXES = {
         "with CAP_SYS_ADMIN); before Hopper, the driver option NVreg_RestrictProfilingToAdminUsers=0 also works"
     ),
     "profiling_failed": "see the DCGM host engine's log (nv-hostengine.log) for why the profiling module failed",
+    "module_not_loaded": "the host engine runs without its profiling module: start nv-hostengine without denying "
+    "it (--denylist-modules), or see nv-hostengine.log for why it failed to load",
 }
 
 
@@ -83,6 +99,11 @@ def _chunks(fields: Sequence[int]) -> list[tuple[int, ...]]:
     return [tuple(fields[i : i + MAX_FIELDS_PER_GROUP]) for i in range(0, len(fields), MAX_FIELDS_PER_GROUP)]
 
 
+def split(entities: Sequence[tuple[int, int]], limit: int) -> list[list[tuple[int, int]]]:
+    """``entities`` in runs of at most ``limit`` (the engine's entity group limit)."""
+    return [list(entities[i : i + limit]) for i in range(0, len(entities), max(1, limit))]
+
+
 @dataclass
 class Profiling:
     """Per-GPU profiling state: the wanted fields each GPU supports, and the watches that failed."""
@@ -91,6 +112,7 @@ class Profiling:
     failing: dict[int, str] = field(default_factory=dict)  # DCGM GPU id → error kind
     pending: list[tuple[frozenset[int], tuple[int, ...]]] = field(default_factory=list)  # to watch again
     retry_at: float = 0.0
+    delay: float = PROFILING_RETRY_SECONDS  # the wait after the next failed try
 
 
 class Watches:
@@ -114,8 +136,10 @@ class Watches:
         self._names: list[str] = []
         self._serial = 0  # numbers profiling groups, whose names must be unique per connection
         self.profiling = Profiling()
-        self.xid_group = ""
+        self.xid_groups: list[str] = []
         self.topology = Topology()
+        self.refused_retry_at = 0.0
+        self.refused_delay = REFUSED_RETRY_SECONDS
 
     def group(self, need: str) -> str:
         return f"{GROUP_PREFIX}{self._token}-{need}"
@@ -125,27 +149,78 @@ class Watches:
 
     def drop(self) -> None:
         """Unwatch every group of this connection."""
-        for name in (*self._names, self.xid_group, self.group("identity")):
-            if name:
-                self._adapter.unwatch(name)
-        self._names, self.xid_group = [], ""
+        for name in (*self._names, *self.xid_groups):
+            self._adapter.unwatch(name)
+        self._names, self.xid_groups = [], []
         self.profiling = Profiling()
 
-    def identify(self, entities: Sequence[Entity]) -> Topology:
+    def _watch(
+        self, need: str, entities: Sequence[tuple[int, int]], fields: Sequence[int], update_us: int, keep_age_s: float
+    ) -> list[str]:
+        """Watch ``fields`` on ``entities`` (refused GPUs left out), split to the engine's limits:
+        groups ``<need><n>``, ``<need><n>e<k>``... Returns the names watched; a GPU the engine
+        refuses here is marked refused."""
+        usable = [key for key in entities if not self.topology.blocked(key)]
+        names = []
+        for number, chunk in enumerate(_chunks(fields)):
+            for part, keys in enumerate(split(usable, self._adapter.group_limit)):
+                name = self.group(f"{need}{number}" + (f"e{part}" if part else ""))
+                refused = self._adapter.watch(name, keys, chunk, update_us, keep_age_s)
+                self._refused(refused)
+                if len(refused) < len(keys):
+                    names.append(name)
+        return names
+
+    def _refused(self, refused: dict[tuple[int, int], int], previous: Topology | None = None) -> None:
+        for (group, number), status in refused.items():
+            if group == FE_GPU and number not in self.topology.refused:
+                reason = f"{refusal(status)} (dcgmGroupAddEntity: status {status})"
+                refuse(self.topology, number, reason, previous)
+                self._once(
+                    f"refused {number}", "DCGM GPU id %d is left out of every group: %s; the other GPUs are "
+                    "unaffected and it is tried again with backoff", number, reason, level=logging.WARNING,
+                )  # fmt: skip
+
+    def probe_refused(self) -> bool:
+        """When due, ask the engine whether it groups a refused GPU now (one probe group); True when
+        it accepts one (the caller rebuilds the watches). Waits 30 s doubling to 5 min between tries."""
+        refused = sorted(self.topology.refused)
+        if not refused or self._clock() < self.refused_retry_at:
+            return False
+        name = self.group("probe")
+        answer = self._adapter.watch(name, [(FE_GPU, gpu) for gpu in refused], (FI_UUID,), 60_000_000, 120.0)
+        self._adapter.unwatch(name)
+        if len(answer) < len(refused):
+            return True
+        self.refused_retry_at = self._clock() + self.refused_delay
+        self.refused_delay = min(2 * self.refused_delay, REFUSED_RETRY_MAX_SECONDS)
+        return False
+
+    def identify(self, entities: Sequence[Entity], previous: Topology | None = None) -> Topology:
         """Watch the identity fields on GPUs and MIG instances, sample them once, and build the
-        device identities from them."""
+        device identities from them. A GPU the engine refuses to group keeps the identity it had in
+        ``previous`` (a GPU lost at runtime), else it gets a placeholder (one lost at start)."""
         keys = [e.key for e in entities if e.group in (FE_GPU, FE_GPU_I, FE_GPU_CI)]
         values: dict[tuple[int, int], dict[int, int | float | str]] = {}
+        refused: dict[tuple[int, int], int] = {}
         if any(group == FE_GPU for group, _ in keys):
-            name = self.group("identity")
             update_us = int(_IDENTITY_UPDATE_SECONDS * 1e6)
-            self._adapter.watch(name, keys, IDENTITY_FIELDS, update_us, 2 * _IDENTITY_UPDATE_SECONDS)
+            names = []
+            for part, chunk in enumerate(split(keys, self._adapter.group_limit)):
+                name = self.group("identity" + (f"e{part}" if part else ""))
+                answer = self._adapter.watch(name, chunk, IDENTITY_FIELDS, update_us, 2 * _IDENTITY_UPDATE_SECONDS)
+                refused.update(answer)
+                if len(answer) < len(chunk):
+                    names.append(name)
+            self._names += names
             self.update_all()
-            for sample in self._adapter.latest(name):
-                decoded = decode(sample)
-                if not isinstance(decoded, Blank):
-                    values.setdefault((sample.group, sample.entity), {})[sample.field_id] = decoded
+            for name in names:
+                for sample in self._adapter.latest(name):
+                    decoded = decode(sample)
+                    if not isinstance(decoded, Blank):
+                        values.setdefault((sample.group, sample.entity), {})[sample.field_id] = decoded
         self.topology = build(entities, values)
+        self._refused(refused, previous)
         return self.topology
 
     def update_all(self) -> None:
@@ -179,34 +254,28 @@ class Watches:
         )
         switch_ports = [e.key for switch in topology.switches for e in topology.ports(FE_SWITCH, switch)]
         port_fields = plain_fields(s for s in switch_specs if s.per_link)
+        keep = self.keep_age()
         for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
-            for number, chunk in enumerate(_chunks(fields)):
-                if entities:
-                    name = self.group(f"{need}{number}")
-                    self._adapter.watch(name, entities, chunk, update_us, self.keep_age())
-                    self._names.append(name)
+            if entities:
+                self._names += self._watch(need, entities, fields, update_us, keep)
         for need, entities, fields in (
             ("links", linked, per_link), ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
         ):  # fmt: skip
-            for number, chunk in enumerate(_chunks(fields)):
-                if entities:
-                    self._optional(f"{need}{number}", need, entities, chunk, update_us)
+            if entities:
+                self._optional(need, entities, fields, update_us)
         self._watch_profiling()
         created = False
         if watch_events:
-            self.xid_group = self.group("xid")
             owned = [key for key in topology.owner if key[0] in (FE_GPU, FE_GPU_I, FE_GPU_CI)]
             # Kept long enough that no Xid expires between two reads, even when a cycle is late.
-            self._adapter.watch(self.xid_group, owned, (FI_XID_ERRORS,), update_us, max(10 * self._interval, 60.0))
-            created = True
+            self.xid_groups = self._watch("xid", owned, (FI_XID_ERRORS,), update_us, max(10 * self._interval, 60.0))
+            created = bool(self.xid_groups)
         self.update_all()
         return created
 
-    def _optional(
-        self, name: str, need: str, entities: Sequence[tuple[int, int]], fields: tuple[int, ...], update_us: int
-    ) -> None:
+    def _optional(self, need: str, entities: Sequence[tuple[int, int]], fields: Sequence[int], update_us: int) -> None:
         try:
-            self._adapter.watch(self.group(name), entities, fields, update_us, self.keep_age())
+            self._names += self._watch(need, entities, fields, update_us, self.keep_age())
         except DcgmConnectionLost:
             raise
         except DcgmError as err:
@@ -214,8 +283,6 @@ class Watches:
                 f"watch {need}", "DCGM refused the %s watch (%s); those series stay absent, the rest is unaffected",
                 need, err, level=logging.WARNING,
             )  # fmt: skip
-            return
-        self._names.append(self.group(name))
 
     def _watch_profiling(self) -> None:
         """Ask each GPU which profiling fields it supports (per GPU, so per model), group GPUs by
@@ -226,10 +293,15 @@ class Watches:
         state = self.profiling
         by_fields: dict[frozenset[int], list[int]] = {}
         for uuid, gpu in self.topology.gpus.items():
+            if gpu in self.topology.refused:
+                continue
             try:
                 supported = self._adapter.profiling_fields(gpu) & wanted
             except DcgmConnectionLost:
                 raise
+            except DcgmModuleNotLoaded as err:
+                self._not_loaded(err)
+                supported = frozenset()
             except DcgmNotSupported:
                 supported = frozenset()
             except DcgmError as err:
@@ -271,24 +343,37 @@ class Watches:
                 if not fields:
                     continue
             self._serial += 1
-            name = self.group(f"prof{self._serial}")
             entities = [(FE_GPU, gpu) for gpu in gpus] + [
                 (FE_GPU_CI, compute) for (uuid, _slot), compute in self.topology.migs.items()
                 if self.topology.gpus[uuid] in gpus
             ]  # fmt: skip
             try:
-                self._adapter.watch(name, entities, sorted(fields), int(self._interval * 1e6), self.keep_age())
+                names = self._watch(f"prof{self._serial}", entities, sorted(fields), int(self._interval * 1e6),
+                                    self.keep_age())  # fmt: skip
             except DcgmConnectionLost:
                 raise
+            except (DcgmModuleNotLoaded, DcgmNotSupported) as err:
+                self._not_loaded(err)  # not available: no retry
+                continue
             except DcgmError as err:
                 self.profiling_failed(list(gpus), err)
                 state.pending.append((fields, gpus))
                 continue
-            self._names.append(name)
+            self._names += names
             for gpu in gpus:
                 if state.failing.pop(gpu, None) is not None:
                     log.info("DCGM profiling metrics available again on GPU id %d", gpu)
-        state.retry_at = self._clock() + PROFILING_RETRY_SECONDS
+        if state.pending:
+            state.retry_at = self._clock() + state.delay
+            state.delay = min(2 * state.delay, PROFILING_RETRY_MAX_SECONDS)
+        else:
+            state.delay = PROFILING_RETRY_SECONDS
+
+    def _not_loaded(self, err: DcgmError) -> None:
+        self._once(
+            f"prof-unavailable {err.kind}", "DCGM profiling metrics are not available (%s): %s; they stay absent, "
+            "nothing is retried. %s", err.kind, err, PROFILING_FIXES.get(err.kind, ""),
+        )  # fmt: skip
 
     def profiling_failed(self, gpus: Iterable[int], err: DcgmError) -> None:
         if isinstance(err, DcgmProfilingInUse):

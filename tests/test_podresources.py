@@ -138,8 +138,8 @@ def test_kubelet_asked_at_most_once_per_refresh(kubelet: FakeKubelet, started: C
         )
         reads += 1
     elapsed = time.monotonic() - began
-    assert reads > 1000
-    assert 2 <= kubelet.calls <= elapsed / REFRESH + 1
+    assert reads > 100
+    assert 1 <= kubelet.calls <= elapsed / REFRESH + 1
     wait_for(lambda: pods.current().calls == kubelet.calls, timeout=1)
 
 

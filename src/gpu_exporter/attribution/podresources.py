@@ -133,11 +133,12 @@ class PodResources:
         self._published: tuple[PodResourcesState, float] = (PodResourcesState(), 0.0)
         self._failures: dict[str, int] = {}
         self._logged = ""  # the state last logged: "up" or a failure kind
+        self._refreshing = threading.Lock()  # one refresh at a time, should a caller also call refresh()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the refresh thread; the first call is made at once."""
+        """Start the refresh thread (once); the first call is made at once."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="pod-resources", daemon=True)
             self._thread.start()
@@ -157,6 +158,10 @@ class PodResources:
 
     def refresh(self) -> None:
         """Ask the kubelet once and publish the outcome (the thread calls this; never raises)."""
+        with self._refreshing:
+            self._refresh_once()
+
+    def _refresh_once(self) -> None:
         state, answered = self._published
         calls = state.calls
         try:

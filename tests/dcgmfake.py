@@ -280,9 +280,7 @@ class FakeDcgm:
     def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
         self._check()
         if len(entities) > self.group_limit:
-            raise dcgm_error(
-                ST_MAX_LIMIT, f"dcgmEntitiesGetLatestValues: over {self.group_limit} entities"
-            )
+            raise dcgm_error(ST_MAX_LIMIT, f"dcgmEntitiesGetLatestValues: over {self.group_limit} entities")
         for entity in entities:
             if entity in self.hang:
                 time.sleep(self.hang[entity])

@@ -25,7 +25,10 @@ from gpu_exporter.backends.dcgm.values import (
     LINK_STATE_DISABLED,
     LINK_STATE_DOWN,
     LINK_STATE_UP,
+    ST_BADPARAM,
     ST_GPU_IS_LOST,
+    ST_GPU_NOT_SUPPORTED,
+    ST_MODULE_NOT_LOADED,
     ST_NO_PERMISSION,
     ST_NOT_SUPPORTED,
     ST_NOT_WATCHED,
@@ -696,3 +699,121 @@ def test_backend_dcgm_exits_non_zero_with_an_actionable_message(tmp_path: Path) 
     for hint in ("datacenter-gpu-manager-4-core", "DCGM_PYTHON_PATH", "--backend nvml"):
         assert hint in message
     assert "Traceback" not in result.stderr
+
+
+# --- the host engine's rules: refused GPUs, group limits, no profiling module ----------------------
+
+
+def test_a_gpu_lost_before_start_is_down_alone_and_joins_when_the_engine_groups_it(
+    runs: list[Run], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = host(3, mig_on_last=False)
+    fake.entity_status[(FE_GPU, 1)] = ST_GPU_IS_LOST  # e.g. Xid 79, then an exporter restart
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        parsed = run.cycle()
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    for gpu in (0, 2):
+        assert exact(parsed, "gpu_up", **gpu_labels(gpu)) == 1
+        assert value(parsed, "gpu_power_watts", gpu=str(gpu)) == 250.5
+    # Never identified: DCGM id as index, a placeholder UUID (no identity field of an ungrouped GPU).
+    assert exact(parsed, "gpu_up", gpu="1", uuid="GPU-dcgm-1") == 0
+    assert value(parsed, "gpu_power_watts", gpu="1") is None
+    assert run.not_ready() == ""
+    assert all((FE_GPU, 1) not in w.entities for w in fake.watches.values())
+    assert "DCGM GPU id 1 is left out of every group: DCGM reports the GPU lost" in caplog.text
+    del fake.entity_status[(FE_GPU, 1)]  # the engine accepts it again (GPU reset)
+    for _ in range(4):
+        parsed = run.cycle(advance=31)
+    assert exact(parsed, "gpu_up", **gpu_labels(1)) == 1
+    assert value(parsed, "gpu_power_watts", gpu="1") == 250.5
+    assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
+
+
+def test_a_gpu_lost_at_runtime_then_a_watch_rebuild_costs_only_that_gpu(runs: list[Run]) -> None:
+    fake = host(2, mig_on_last=False)
+    run = Run(fake)
+    runs.append(run)
+    run.cycle()
+    fake.xids.clear()
+    fake.record_xid(FE_GPU, 0, 79)
+    fake.entity_status[(FE_GPU, 0)] = ST_GPU_IS_LOST  # fell off the bus: reads say lost
+    parsed = run.cycle(advance=1)
+    assert exact(parsed, "gpu_up", **gpu_labels(0)) == 0
+    fake.add_mig(1, 7, 1, 11, 0, "3g.40gb", {250: int64(40_000), 252: int64(1024), 54: string("MIG-b")})
+    for _ in range(3):  # the entity list changed: the watches are rebuilt, without GPU 0
+        parsed = run.cycle(advance=31)
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert exact(parsed, "gpu_up", **gpu_labels(0)) == 0  # its identity kept from before it was lost
+    assert exact(parsed, "gpu_up", **gpu_labels(1)) == 1
+    assert value(parsed, "gpu_power_watts", gpu="1") == 250.5
+    assert value(parsed, "gpu_memory_used_bytes", gpu="1", gpu_instance="1") == 1024 * 2**20
+    tally = run.sampler._tallies.tally(gpu_labels(0)["uuid"])
+    assert tally.last_xid == 79 and tally.xid.get(79) == 1  # kept by UUID across the rebuild
+    assert run.not_ready() == ""
+
+
+def test_every_gpu_refused_leaves_the_backend_up_and_readiness_false(runs: list[Run]) -> None:
+    fake = host(2, mig_on_last=False)
+    fake.entity_status = {(FE_GPU, 0): ST_GPU_NOT_SUPPORTED, (FE_GPU, 1): ST_BADPARAM}
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert exact(parsed, "gpu_up", gpu="0", uuid="GPU-dcgm-0") == 0
+    assert exact(parsed, "gpu_up", gpu="1", uuid="GPU-dcgm-1") == 0
+    assert run.not_ready().startswith("no GPU sampled successfully")
+
+
+def test_eight_gpus_with_seven_mig_instances_each_on_a_3x_engine(runs: list[Run]) -> None:
+    fake = FakeDcgm()
+    fake.group_limit = 64  # DCGM 3.x
+    fake.globals = {1: string("550.54.15")}
+    mig_fields = {spec.dcgm.field_id: raw_for(spec) for spec in METRICS if spec.dcgm is not None and spec.mig}
+    for gpu in range(8):
+        fake.add_gpu(gpu, {**full_fields(), **identity(gpu, mig=1)}, profiling=PROFILING_FIELDS)
+        for slot in range(7):
+            gi = 100 * gpu + slot
+            fake.add_mig(gpu, gi, slot + 1, 1000 + gi, 0, "1g.10gb", {**mig_fields, 54: string(f"MIG-{gi}")})
+    run = Run(fake)
+    runs.append(run)
+    parsed = run.cycle()
+    assert value(parsed, "gpu_exporter_backend_up") == 1
+    assert all(len(w.entities) <= 64 for w in fake.watches.values())
+    for gpu in range(8):
+        assert value(parsed, "gpu_power_watts", gpu=str(gpu)) == 250.5
+        for slot in range(7):
+            labels = {"gpu": str(gpu), "gpu_instance": str(slot + 1)}
+            assert value(parsed, "gpu_memory_used_bytes", **labels) == 1024 * 2**20
+            assert value(parsed, "gpu_sm_active_ratio", **labels) == 0.25
+    watched = {e for w in fake.watches.values() if 230 in w.fields for e in w.entities}
+    assert len(watched) == 8 + 56 + 56  # Xids: every GPU, GPU instance and compute instance
+    fake.record_xid(FE_GPU_CI, 1000 + 706, 43)  # on the last GPU's last compute instance
+    parsed = run.cycle(advance=1)
+    assert value(parsed, "gpu_xid_errors_total", gpu="7", xid="43") == 1
+
+
+@pytest.mark.parametrize("where", ["support", "watch"])
+def test_profiling_module_not_loaded_is_unavailable_not_a_failure(
+    runs: list[Run], caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    fake = host()
+    if where == "support":
+        fake.profiling_support = {0: ST_MODULE_NOT_LOADED, 1: ST_MODULE_NOT_LOADED}
+    else:
+        fake.profiling_watch_error = ST_MODULE_NOT_LOADED
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        first = run.cycle()
+        later = run.cycle(advance=PROFILING_RETRY_SECONDS + 1)
+        last = run.cycle(advance=10 * PROFILING_RETRY_SECONDS)
+    fake.profiling_watch_error = None
+    for parsed in (first, later, last):
+        assert not PROFILING_NAMES & set(parsed)
+        assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
+        assert "gpu_exporter_sample_errors_total" not in parsed  # not a failure, counted nowhere
+    lines = [r for r in caplog.records if "profiling metrics are not available (module_not_loaded)" in r.getMessage()]
+    assert len(lines) == 1 and "--denylist-modules" in lines[0].getMessage()
+    assert not any(f >= 1001 for w in fake.watches.values() for f in w.fields)  # and never retried

@@ -20,10 +20,12 @@ from gpu_exporter.backends.dcgm.adapter import (
     DcgmAdapter,
     DcgmConnectionLost,
     DcgmError,
+    DcgmModuleNotLoaded,
     DcgmNoPermission,
     DcgmNotSupported,
     DcgmProfilingInUse,
     DcgmUnavailable,
+    PydcgmAdapter,
     load_adapter,
 )
 from gpu_exporter.backends.dcgm.values import (
@@ -35,6 +37,11 @@ from gpu_exporter.backends.dcgm.values import (
     FT_DOUBLE,
     FT_INT64,
     FT_STRING,
+    ST_BADPARAM,
+    ST_GPU_IS_LOST,
+    ST_GPU_NOT_SUPPORTED,
+    ST_MAX_LIMIT,
+    ST_MODULE_NOT_LOADED,
     ST_PROFILING_NOT_SUPPORTED,
     Blank,
     decode,
@@ -246,3 +253,141 @@ def test_dcgm3_bindings_connect_with_connect_v2(monkeypatch: pytest.MonkeyPatch)
             dcgm.connect("localhost:5556", 1000)
     finally:
         _forget_bindings()
+
+
+# --- host engine rules the fake and the stub model (a real engine cannot be made to break them) ---
+
+
+class Rules:
+    """Sets one engine rule on the fake or on the stub engine underneath the real adapter."""
+
+    def __init__(self, dcgm: DcgmAdapter) -> None:
+        if isinstance(dcgm, FakeDcgm):
+            self.fake: FakeDcgm | None = dcgm
+        elif dcgm.source == STUB:
+            import dcgm_agent  # the stub, as the adapter imported it
+
+            self.fake, self.engine = None, dcgm_agent.ENGINE
+        else:
+            pytest.skip("a real host engine's GPUs cannot be made lost, or its group limit lowered, by a test")
+
+    def status(self, gpu: int, how: str) -> None:
+        if self.fake is not None:
+            self.fake.entity_status[(FE_GPU, gpu)] = REFUSALS[how]
+        else:
+            self.engine["status"][gpu] = how
+
+    def limit(self, entities: int) -> None:
+        if self.fake is not None:
+            self.fake.group_limit = entities
+        else:
+            self.engine["max_entities"] = entities
+
+    def profiling(self, gpu: int, status: int) -> None:
+        if self.fake is not None:
+            self.fake.profiling_support[gpu] = status
+        else:
+            self.engine["prof_status"][gpu] = status
+
+
+REFUSALS = {"lost": ST_GPU_IS_LOST, "unsupported": ST_GPU_NOT_SUPPORTED, "detached": ST_BADPARAM}
+
+
+def test_group_limit_is_the_engines(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    assert dcgm.group_limit in (64, 1024)  # DCGM 3.x, 4.x
+    keys = [e.key for e in dcgm.entities() if e.group in (FE_GPU, FE_GPU_I, FE_GPU_CI, FE_SWITCH, FE_LINK)]
+    if len(keys) > dcgm.group_limit:  # a big host: the engine's own refusal
+        with pytest.raises(DcgmError) as raised:
+            dcgm.watch(f"{PREFIX}big", keys, [150], 1_000_000, 5.0)
+        assert raised.value.code == ST_MAX_LIMIT
+
+
+@pytest.mark.parametrize("how", sorted(REFUSALS))
+def test_a_gpu_the_engine_lists_but_will_not_group_is_refused(
+    adapter: tuple[DcgmAdapter, str | None], how: str
+) -> None:
+    dcgm, _ = adapter
+    Rules(dcgm).status(1, how)
+    assert 1 in gpus(dcgm), "listed with flags 0"
+    name = f"{PREFIX}refused"
+    refused = dcgm.watch(name, [(FE_GPU, 0), (FE_GPU, 1), (FE_GPU_CI, 4)], [150], 1_000_000, 5.0)
+    try:
+        assert refused == {(FE_GPU, 1): REFUSALS[how], (FE_GPU_CI, 4): REFUSALS[how]}  # its MIG instance too
+        dcgm.update_all()
+        assert {(v.group, v.entity) for v in dcgm.latest(name)} == {(FE_GPU, 0)}
+    finally:
+        dcgm.unwatch(name)
+    assert dcgm.watch(name, [(FE_GPU, 1)], [150], 1_000_000, 5.0) == {(FE_GPU, 1): REFUSALS[how]}
+    with pytest.raises(DcgmError):
+        dcgm.latest(name)  # nothing could be grouped: nothing is watched under that name
+    assert dcgm.watch(name, [(FE_GPU, 0)], [150], 1_000_000, 5.0) == {}  # so the name is free
+    dcgm.unwatch(name)
+
+
+def test_a_full_group_is_the_engines_max_limit(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    Rules(dcgm).limit(2)
+    with pytest.raises(DcgmError) as raised:
+        dcgm.watch(f"{PREFIX}full", [(FE_GPU, 0), (FE_GPU, 1), (FE_GPU_CI, 4)], [150], 1_000_000, 5.0)
+    assert raised.value.code == ST_MAX_LIMIT
+    with pytest.raises(DcgmError) as raised:
+        dcgm.latest_of([(FE_GPU, 0), (FE_GPU, 1), (FE_GPU_CI, 4)], [150])
+    assert raised.value.code == ST_MAX_LIMIT
+
+
+def test_profiling_module_not_loaded_is_its_own_error(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    dcgm, _ = adapter
+    Rules(dcgm).profiling(0, ST_MODULE_NOT_LOADED)
+    with pytest.raises(DcgmModuleNotLoaded):
+        dcgm.profiling_fields(0)
+
+
+def test_dcgm3_bindings_limit_groups_to_64(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forget_bindings()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
+    try:
+        assert load_adapter().group_limit == 1024  # 4.x bindings: DCGM_GROUP_MAX_ENTITIES_V2
+        import dcgm_agent
+        import dcgm_structs  # the stub, as the adapter imported it
+
+        monkeypatch.delattr(dcgm_structs, "DCGM_GROUP_MAX_ENTITIES_V2")
+        monkeypatch.setattr(dcgm_structs, "DCGM_GROUP_MAX_ENTITIES", 64, raising=False)
+        assert PydcgmAdapter(dcgm_structs, dcgm_agent, STUB).group_limit == 64
+    finally:
+        _forget_bindings()
+
+
+@pytest.mark.parametrize("how", ["missing", "broken", "init"])
+def test_library_diagnostics_name_the_file_the_folders_and_the_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """The bindings turn every loader failure into DCGM_ST_LIBRARY_NOT_FOUND; the adapter says more."""
+    _forget_bindings()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", STUB)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    try:
+        dcgm = load_adapter()
+        import dcgm_agent
+        import dcgm_structs
+
+        monkeypatch.setattr(dcgm_structs, "SEARCH_LIBRARY", how != "init")
+        if how == "broken":
+            (tmp_path / "libdcgm.so.4").write_bytes(b"not an ELF file")
+        if how == "init":
+            monkeypatch.setattr(dcgm_agent, "dcgmInit", lambda: (_ for _ in ()).throw(dcgm_structs.DCGMError(-7)))
+        with pytest.raises(DcgmUnavailable) as raised:
+            dcgm.connect("localhost:5555", 1000)
+    finally:
+        _forget_bindings()
+    message = str(raised.value)
+    if how == "missing":
+        assert raised.value.reason == "library_not_found"
+        assert "libdcgm.so.4 (the file these bindings load) is in none of " in message
+        assert str(tmp_path) in message and "/usr/lib64" in message and "-linux-gnu" in message
+    elif how == "broken":
+        assert raised.value.reason == "library_broken"
+        assert f"{tmp_path}/libdcgm.so.4 exists but does not load: " in message
+        assert "header" in message or "too short" in message  # the dynamic loader's own words
+    else:
+        assert raised.value.reason == "init_failed" and message.startswith("dcgmInit failed: DCGM error -7")

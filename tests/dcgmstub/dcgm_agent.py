@@ -1,7 +1,14 @@
 """Test stub of DCGM's ``dcgm_agent`` (signatures transcribed from DCGM 4.6.0's bindings) over a tiny
 in-memory engine, ``ENGINE``: one GPU (id 0) with four fields, a second GPU (id 1) with one MIG GPU
 instance and compute instance, and an NVSwitch with two ports up. Errors raise DCGMError(status),
-values reach the caller through the real ctypes callback type, as libdcgm delivers them."""
+values reach the caller through the real ctypes callback type, as libdcgm delivers them.
+
+Host engine rules it follows: ``ENGINE["status"]`` (GPU id → "lost", "unsupported" or "detached":
+dcgmGetEntityGroupEntities with flags 0 still lists the GPU, dcgmGroupAddEntity refuses it and its
+MIG instances with DCGM_ST_GPU_IS_LOST, DCGM_ST_GPU_NOT_SUPPORTED or DCGM_ST_BADPARAM); a group
+holds at most ``ENGINE["max_entities"]`` entities (DCGM_ST_MAX_LIMIT beyond, also for
+dcgmEntitiesGetLatestValues); ``ENGINE["prof_status"]`` (GPU id → the status
+dcgmProfGetSupportedMetricGroups fails with, e.g. DCGM_ST_MODULE_NOT_LOADED)."""
 
 from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
 
@@ -22,7 +29,20 @@ ENGINE = {
     "field_groups": {},  # id -> [name, fields]
     "watched": set(),
     "next_id": 10,
+    "status": {},  # GPU id -> "lost" | "unsupported" | "detached"
+    "max_entities": s.DCGM_GROUP_MAX_ENTITIES_V2,
+    "prof_status": {1: -36},  # GPU id -> DCGM_ST_* of dcgmProfGetSupportedMetricGroups
 }
+_REFUSALS = {"lost": s.DCGM_ST_GPU_IS_LOST, "unsupported": s.DCGM_ST_GPU_NOT_SUPPORTED, "detached": s.DCGM_ST_BADPARAM}
+_PARENTS = {(4, 3): (1, 1), (5, 4): (4, 3)}
+
+
+def _gpu_of(entity):
+    while entity in _PARENTS:
+        entity = _PARENTS[entity]
+    return entity[1] if entity[0] == 1 else None
+
+
 _CONNECTION = s.DCGM_ST_CONNECTION_NOT_VALID
 
 
@@ -106,8 +126,15 @@ def dcgmGroupCreate(handle, type, groupName):
 
 
 def dcgmGroupAddEntity(handle, group_id, entityGroupId, entityId):
+    # As the host engine: an entity whose GPU is not in status OK is refused, then a full group.
     _check(handle)
-    ENGINE["groups"][_id(group_id)][1].append((entityGroupId, entityId))
+    status = ENGINE["status"].get(_gpu_of((entityGroupId, entityId)))
+    if status is not None:
+        raise s.DCGMError(_REFUSALS[status])
+    members = ENGINE["groups"][_id(group_id)][1]
+    if len(members) >= ENGINE["max_entities"]:
+        raise s.DCGMError(s.DCGM_ST_MAX_LIMIT)
+    members.append((entityGroupId, entityId))
     return 0
 
 
@@ -199,6 +226,8 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
     # As the bindings: one c_dcgmFieldValue_v2 per (entity, field), entity-major; pairs the engine does
     # not watch come back with DCGM_ST_NOT_WATCHED.
     _check(dcgmHandle)
+    if len(entities) > ENGINE["max_entities"]:
+        raise s.DCGMError(s.DCGM_ST_MAX_LIMIT)
     watched = {
         (entity, field)
         for group_id, field_group_id in ENGINE["watched"]
@@ -237,8 +266,8 @@ def dcgmGetValuesSince_v2(handle, groupId, fieldGroupId, sinceTimestamp, enumCB,
 
 def dcgmProfGetSupportedMetricGroups(handle, gpuId):
     _check(handle)
-    if gpuId == 1:
-        raise s.DCGMError(-36)
+    if gpuId in ENGINE["prof_status"]:
+        raise s.DCGMError(ENGINE["prof_status"][gpuId])
     groups = s.c_dcgmProfGetMetricGroups_v3()
     groups.numMetricGroups = 1
     groups.metricGroups[0].numFieldIds = 2

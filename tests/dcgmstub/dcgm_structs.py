@@ -2,7 +2,10 @@
 names, structs and error behaviour gpu_exporter's adapter uses, so that the real adapter's
 marshalling (ctypes structs, the value callback) runs in CI. Not DCGM; no library is loaded."""
 
+import os
+import platform
 from ctypes import (
+    CDLL,
     Structure,
     Union,
     c_byte,
@@ -18,8 +21,20 @@ from ctypes import (
     c_void_p,
 )
 
+DCGM_ST_BADPARAM = -1
+DCGM_ST_GPU_IS_LOST = -18
 DCGM_ST_CONNECTION_NOT_VALID = -21
+DCGM_ST_GPU_NOT_SUPPORTED = -22
+DCGM_ST_MAX_LIMIT = -24
+DCGM_ST_LIBRARY_NOT_FOUND = -25
+DCGM_ST_MODULE_NOT_LOADED = -33
 DCGM_MAX_STR_LENGTH = 256
+# The 4.x name (1024); 3.x bindings call it DCGM_GROUP_MAX_ENTITIES (64). The stub engine enforces it.
+DCGM_GROUP_MAX_ENTITIES_V2 = 1024
+#: Off: the stub pretends the library loaded. On: _dcgmInit searches for libdcgm.so.4 as the 4.x
+#: loader does (given folder, each LD_LIBRARY_PATH folder, /usr/lib/<machine>-linux-gnu, /usr/lib64)
+#: and answers DCGM_ST_LIBRARY_NOT_FOUND for a missing file and for one that does not load alike.
+SEARCH_LIBRARY = False
 
 
 class DCGMError(Exception):
@@ -29,7 +44,20 @@ class DCGMError(Exception):
 
 
 def _dcgmInit(libDcgmPath=None):
-    return None
+    if not SEARCH_LIBRARY:
+        return None
+    folders = [libDcgmPath] if libDcgmPath else []
+    folders += [part for part in os.environ.get("LD_LIBRARY_PATH", "").split(":") if part]
+    folders += [f"/usr/lib/{platform.machine()}-linux-gnu", "/usr/lib64"]
+    for folder in folders:
+        path = os.path.join(folder, "libdcgm.so.4")
+        if os.path.isfile(path):
+            try:
+                CDLL(path)
+                return None
+            except OSError:
+                continue
+    raise DCGMError(DCGM_ST_LIBRARY_NOT_FOUND)
 
 
 class c_dcgmConnectV3Params_v1(Structure):

@@ -817,3 +817,17 @@ def test_profiling_module_not_loaded_is_unavailable_not_a_failure(
     lines = [r for r in caplog.records if "profiling metrics are not available (module_not_loaded)" in r.getMessage()]
     assert len(lines) == 1 and "--denylist-modules" in lines[0].getMessage()
     assert not any(f >= 1001 for w in fake.watches.values() for f in w.fields)  # and never retried
+
+
+def test_auto_does_not_pick_dcgm_when_it_refuses_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = host(2, mig_on_last=False)
+    fake.entity_status = {(FE_GPU, 0): ST_GPU_NOT_SUPPORTED, (FE_GPU, 1): ST_GPU_NOT_SUPPORTED}  # GeForce
+    use_fake(monkeypatch, fake)
+    backend, why = select(Settings(backend="auto"))
+    assert isinstance(backend, NvmlBackend) and why == "auto: DCGM (standalone localhost:5555) sees no GPU"
+    fake.entity_status = {(FE_GPU, 0): ST_GPU_NOT_SUPPORTED}
+    backend, why = select(Settings(backend="auto"))
+    try:
+        assert isinstance(backend, DcgmBackend) and not fake.watches  # the probe group is gone
+    finally:
+        backend.close()

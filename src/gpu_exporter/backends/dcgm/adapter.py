@@ -379,7 +379,7 @@ class PydcgmAdapter:
     def link_states(self) -> dict[tuple[int, int, int], int]:
         status = self._call("dcgmGetNvLinkLinkStatus")
         states: dict[tuple[int, int, int], int] = {}
-        # The struct's version differs by release (link arrays of 6 to 36 per GPU); len() adapts.
+        # The struct's version differs by release (18 links per GPU up to 4.5, 36 in 4.6); len() adapts.
         owner_lists = ((status.gpus, status.numGpus, FE_GPU), (status.nvSwitches, status.numNvSwitches, FE_SWITCH))
         for owners, count, group in owner_lists:
             for owner in owners[: int(count)]:

@@ -63,6 +63,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_LINK,
+    FI_UUID,
     MAX_FIELDS_PER_GROUP,
     ST_GPU_IS_LOST,
     FieldValue,
@@ -157,15 +158,22 @@ class DcgmBackend:
             raise self._unusable("connect_failed", "; ".join(attempts))
 
     def probe(self) -> tuple[str, int]:
-        """Connect (kept for :meth:`open`) and count the GPUs DCGM sees: (mode, GPUs)."""
+        """Connect (kept for :meth:`open`) and count the GPUs DCGM would sample: (mode, GPUs). A GPU
+        the engine lists but refuses to group (lost, unsupported: a GeForce) does not count."""
         with self._lock:
             mode = self.connect()
             try:
-                entities = self._adapter_now().entities()
+                adapter = self._adapter_now()
+                gpus = [entity.key for entity in adapter.entities() if entity.group == FE_GPU]
+                refused: dict[tuple[int, int], int] = {}
+                for part in split(gpus, adapter.group_limit):
+                    name = f"{GROUP_PREFIX}{self._token}-probe"
+                    refused.update(adapter.watch(name, part, (FI_UUID,), 60_000_000, 120.0))
+                    adapter.unwatch(name)
             except DcgmError as err:
                 self._lost(err)
                 raise self._unusable(f"dcgm_{err.kind}", f"listing GPUs ({mode}): {err}") from err
-            return mode, sum(1 for entity in entities if entity.group == FE_GPU)
+            return mode, len(gpus) - len(refused)
 
     def _unusable(self, reason: str, detail: str) -> DcgmUnusable:
         where = ", ".join("embedded" if t is None else t for t in self._targets)

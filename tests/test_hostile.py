@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -32,6 +32,15 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
     for i in range(8)
 )
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    """Client sockets a test opens; all closed at teardown, also when the test fails."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
 
 
 def _hostile(kind: str, directory: Path) -> tuple[str, str]:
@@ -166,7 +175,9 @@ def _log_lines(text: str) -> int:
     return text.count("\n")
 
 
-def test_slow_and_idle_clients_under_a_1024_file_limit(fakenvml_dir: Path, tmp_path: Path) -> None:
+def test_slow_and_idle_clients_under_a_1024_file_limit(
+    fakenvml_dir: Path, tmp_path: Path, sockets: list[socket.socket]
+) -> None:
     """1100 connections that never finish their headers, under prlimit --nofile=1024: fresh scrapes
     are still answered (the longest-idle connection is shed at the cap), the stalled ones are closed
     after the header timeout, the log stays small and the exporter's fds return to where they were."""
@@ -175,7 +186,7 @@ def test_slow_and_idle_clients_under_a_1024_file_limit(fakenvml_dir: Path, tmp_p
     try:
         assert exporter.get("/metrics").status_code == 200
         baseline = open_fds(exporter.process.pid)
-        slow: list[socket.socket] = []
+        slow = sockets
         for index in range(1100):
             sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" if index % 2 else b"G")
@@ -308,14 +319,16 @@ def test_fuzz_counters_csv(scratch: Path) -> None:
     check()
 
 
-def test_out_of_file_descriptors_below_the_cap(fakenvml_dir: Path, tmp_path: Path) -> None:
+def test_out_of_file_descriptors_below_the_cap(
+    fakenvml_dir: Path, tmp_path: Path, sockets: list[socket.socket]
+) -> None:
     """Under a file limit so small that accept() fails (EMFILE) before the connection cap is reached:
     the idle connections are shed so a fresh scrape is answered, the accept errors are one line per
     10 s with a count, and the accept loop does not spin."""
     exporter = launch(fakenvml_dir, tmp_path, "--collect-interval", "1h", "--web.read-header-timeout", "30s",
                       prefix=("prlimit", "--nofile=14:14"))  # fmt: skip
     try:
-        stalled = []
+        stalled = sockets
         for _ in range(20):
             sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
             sock.sendall(b"G")

@@ -10,7 +10,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -21,6 +21,15 @@ from tests.harness import REPO, Exporter
 from tests.webtls import Certs, bcrypt_hash, issue, launch, make_ca, make_certs, open_fds
 
 EXAMPLES = REPO / "docs" / "web-config"
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    """Client sockets a test opens; all closed at teardown, also when the test fails."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +282,9 @@ def test_tls_handshake_never_completed_is_closed(fakenvml_dir: Path, tmp_path: P
         exporter.stop()
 
 
-def test_cap_sheds_stalled_tls_handshakes_and_idle_keepalives(fakenvml_dir: Path, tmp_path: Path, certs: Certs) -> None:
+def test_cap_sheds_stalled_tls_handshakes_and_idle_keepalives(
+    fakenvml_dir: Path, tmp_path: Path, certs: Certs, sockets: list[socket.socket]
+) -> None:
     """With 8 connections allowed, 30 clients stuck mid-handshake cannot lock out a scrape, and a
     keep-alive connection idle past --web.idle-timeout is closed quietly."""
     config = _web_config(tmp_path, TLS, certs)
@@ -281,7 +292,7 @@ def test_cap_sheds_stalled_tls_handshakes_and_idle_keepalives(fakenvml_dir: Path
                       "--web.idle-timeout", "1s", "--collect-interval", "1h")  # fmt: skip
     context = certs.client_context(with_client_cert=False)
     try:
-        stuck = []
+        stuck = sockets
         for _ in range(30):
             sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
             sock.sendall(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello that never completes

@@ -188,9 +188,18 @@ class Watches:
         if not refused or self._clock() < self.refused_retry_at:
             return False
         name = self.group("probe")
-        answer = self._adapter.watch(name, [(FE_GPU, gpu) for gpu in refused], (FI_UUID,), 60_000_000, 120.0)
-        self._adapter.unwatch(name)
-        if len(answer) < len(refused):
+        accepted = False
+        for part in split([(FE_GPU, gpu) for gpu in refused], self._adapter.group_limit):
+            try:
+                answer = self._adapter.watch(name, part, (FI_UUID,), 60_000_000, 120.0)
+            except DcgmConnectionLost:
+                raise
+            except DcgmError as err:  # not an answer about these GPUs: ask again later
+                log.debug("probing refused GPUs: %s", err)
+                break
+            self._adapter.unwatch(name)
+            accepted = accepted or len(answer) < len(part)
+        if accepted:
             return True
         self.refused_retry_at = self._clock() + self.refused_delay
         self.refused_delay = min(2 * self.refused_delay, REFUSED_RETRY_MAX_SECONDS)

@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -314,3 +315,23 @@ def test_cap_sheds_stalled_tls_handshakes_and_idle_keepalives(
         assert "Traceback" not in exporter.log()
     finally:
         exporter.stop()
+
+
+def test_inline_certificates_and_keys(tmp_path: Path, certs: Certs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cert, key and client_ca given inline (PEM in the YAML) load like their _file forms."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def block(name: str) -> str:
+        return "|\n" + "".join(f"    {line}\n" for line in certs.path(name).read_text().splitlines())
+
+    path = tmp_path / "inline.yml"
+    path.write_text(
+        "tls_server_config:\n"
+        f"  cert: {block('server.crt')}  key: {block('server.key')}  client_ca: {block('ca.crt')}"
+        "  client_auth_type: RequireAndVerifyClientCert\n"
+    )
+    config = load(str(path))
+    assert config.tls is not None and config.tls.verify_mode == ssl.CERT_REQUIRED
+    assert not list(scratch.iterdir())  # the temporary copies of the PEM text are gone

@@ -12,7 +12,6 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -21,7 +20,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from gpu_exporter import __version__
-from gpu_exporter.attribution.join import Attributor
+from gpu_exporter.attribution.join import attributor_for, known_gpus
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
@@ -64,11 +63,13 @@ def create_app(
             renderer = compat_renderer(
                 plan(compat, specs, backend.name, watch_events, hostname, settings.hostname_label)
             )
+        attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
             vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
-            attributor=Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir),
+            attributor=attributor,
         )  # fmt: skip
+        attributor.start()
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
         await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)
@@ -76,6 +77,7 @@ def create_app(
             yield
         finally:
             await anyio.to_thread.run_sync(running.stop)
+            await anyio.to_thread.run_sync(attributor.stop)
 
     async def metrics(request: Request) -> Response:
         body, content_type, gzipped = choose(

@@ -191,8 +191,6 @@ def _main(argv: Sequence[str] | None) -> int:
         except counters.CountersError as err:
             _error(err)
             return USAGE_ERROR
-    if settings.kubernetes:
-        log.warning("--kubernetes: pod attribution is not built yet; series carry no pod labels")
     try:
         chosen = select(settings)
     except BackendUnavailable as err:

@@ -197,6 +197,7 @@ def _values(
 ) -> Iterable[tuple[Labels, float]]:
     spec = item.spec
     assert spec is not None
+    pods = _pods(device)
     for entity, values in device.samples.items():
         if entity.kind not in ("gpu", "mig") or entity.kind not in spec.entities:
             continue
@@ -204,7 +205,23 @@ def _values(
         if value is None:
             continue
         labels = base if entity.kind == "gpu" else _base(compat, host, device.identity, entity)
-        yield labels, _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
+        yield labels + pods.get(entity.uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
+
+
+def _pods(device: DeviceView) -> dict[str, Labels]:
+    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``) for each GPU or
+    MIG instance allocated to exactly one pod container. A device several pods share (time-slicing)
+    gets none: copying its values to every pod would count them once per pod; the per-process series
+    say who uses what."""
+    by_parent: dict[str, list[dict[str, str]]] = {}
+    for entity in device.samples:
+        if entity.kind == "pod":
+            by_parent.setdefault(dict(entity.info).get("parent", ""), []).append(dict(entity.labels))
+    return {
+        parent: [("pod", own[0]["pod"]), ("namespace", own[0]["namespace"]), ("container", own[0]["container"])]
+        for parent, own in by_parent.items()
+        if len(own) == 1
+    }
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:

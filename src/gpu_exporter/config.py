@@ -43,6 +43,9 @@ class Settings:
     collectors_file: str = ""
     hostname_label: str = "Hostname"
     kubernetes: bool = False
+    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    kubelet_refresh: float = 10.0
+    kubernetes_resources: str = ""
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512
@@ -238,8 +241,19 @@ OPTIONS: tuple[Option, ...] = (
            "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2, default) or hostname.",
            "NAME"),
     Option("--kubernetes", "kubernetes", ("kubernetes",), _boolean,
-           "Accepted for dcgm-exporter compatibility; pod attribution is not built yet (a warning says so).",
+           "Attribute GPUs to Kubernetes pods through the kubelet's pod-resources API: gpu_allocation_info "
+           "series, and pod, namespace, container labels in dcgm-exporter mode (default false).",
            "BOOL", aliases=("-k",), env_aliases=("DCGM_EXPORTER_KUBERNETES",), switch=True),
+    Option("--kubernetes.pod-resources-socket", "pod_resources_socket", ("kubernetes", "pod-resources-socket"), str,
+           "The kubelet's pod-resources socket (default /var/lib/kubelet/pod-resources/kubelet.sock; mount its "
+           "directory from the host).", "PATH"),
+    Option("--kubernetes.refresh-interval", "kubelet_refresh", ("kubernetes", "refresh-interval"),
+           _timeout(1.0, 3600.0),
+           "How often the kubelet is asked for pod allocations, 1s to 1h (default 10s); never per scrape.",
+           "DURATION"),
+    Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
+           "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
+           "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES"),
     Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),

@@ -143,6 +143,13 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metri
         if device.read_seconds is not None:
             _add(families["gpu_exporter_device_read_duration_seconds"], labels, device.read_seconds)
         _add(families["gpu_exporter_device_stalled"], labels, 1 if device.stalled else 0)
+    for name, source in stats.sources.items():
+        _add(families["gpu_exporter_source_up"], {"source": name}, 1 if source.up else 0)
+        _add(families["gpu_exporter_source_requests_total"], {"source": name}, source.requests)
+        for kind in sorted(source.failures):
+            _add(families["gpu_exporter_source_failures_total"], {"source": name, "kind": kind}, source.failures[kind])
+        if source.last_success is not None:
+            _add(families["gpu_exporter_source_last_success_timestamp_seconds"], {"source": name}, source.last_success)
     for name, status in stats.collectors.items():
         _add(families["gpu_exporter_collector_success"], {"collector": name}, 1 if status.success else 0)
         if status.seconds is not None:

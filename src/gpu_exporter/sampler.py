@@ -401,6 +401,7 @@ class Sampler:
             errors=dict(self._errors),
             invalid=dict(self._invalid),
             collectors=collectors,
+            sources=self._attributor.sources(),
         )
         frame = Frame(
             host=self._host,

@@ -55,6 +55,17 @@ class CollectorStatus:
 
 
 @dataclass(frozen=True)
+class SourceStatus:
+    """An attribution source with a cache of its own (the kubelet): whether its last request
+    succeeded, requests made, failures by kind, and the Unix time of its last good answer."""
+
+    up: bool
+    requests: int = 0
+    failures: Mapping[str, int] = field(default_factory=dict)
+    last_success: float | None = None
+
+
+@dataclass(frozen=True)
 class SelfStats:
     """The exporter's own state for ``gpu_exporter_*`` self-metrics."""
 
@@ -68,6 +79,7 @@ class SelfStats:
     errors: Mapping[str, int] = field(default_factory=dict)
     invalid: Mapping[str, int] = field(default_factory=dict)
     collectors: Mapping[str, CollectorStatus] = field(default_factory=dict)
+    sources: Mapping[str, SourceStatus] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,50 @@ from pathlib import Path
 from typing import Protocol
 
 from gpu_exporter import model
+from gpu_exporter.attribution.deviceids import GpuIds
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.procfs import ProcessNames
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
+from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.processes import fold
+from gpu_exporter.snapshot import DeviceView, SourceStatus
 
 
 class PodAllocation(Protocol):
     """One device the kubelet allocated to a pod's container, resolved to a GPU (and MIG) UUID."""
 
-    namespace: str
-    pod: str
-    container: str
-    gpu_uuid: str
-    mig_uuid: str
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def pod(self) -> str: ...
+    @property
+    def container(self) -> str: ...
+    @property
+    def gpu_uuid(self) -> str: ...
+    @property
+    def mig_uuid(self) -> str: ...
+
+
+class KubeletState(Protocol):
+    """The kubelet source's latest state (:class:`~gpu_exporter.attribution.podresources.PodResourcesState`)."""
+
+    @property
+    def allocations(self) -> Sequence[PodAllocation]: ...
+    @property
+    def up(self) -> bool: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def failures(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def fetched_at(self) -> float: ...
+
+
+class Kubelet(Protocol):
+    def current(self) -> KubeletState: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 class Attributor:
@@ -40,12 +69,32 @@ class Attributor:
         procfs: Path = Path("/proc"),
         max_processes: int = 16,
         hpc_job_dir: str = "",
-        pods: Callable[[], Sequence[PodAllocation]] | None = None,
+        kubelet: Kubelet | None = None,
     ) -> None:
         self._names = ProcessNames(procfs)
         self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
-        self._pods = pods
+        self._kubelet = kubelet
+
+    def start(self) -> None:
+        """Start the sources that refresh on their own thread (the kubelet)."""
+        if self._kubelet is not None:
+            self._kubelet.start()
+
+    def stop(self) -> None:
+        if self._kubelet is not None:
+            self._kubelet.stop()
+
+    def sources(self) -> dict[str, SourceStatus]:
+        """The state of each cached source with a lifecycle of its own (for self-metrics)."""
+        if self._kubelet is None:
+            return {}
+        state = self._kubelet.current()
+        return {
+            "kubelet": SourceStatus(
+                state.up, state.calls, dict(state.failures), state.fetched_at if state.fetched_at else None
+            )
+        }
 
     def apply(self, reading: RawReading, device: DeviceIdentity) -> None:
         """Fold processes beyond the limit, label processes, and add the GPU's allocations."""
@@ -70,7 +119,7 @@ class Attributor:
         for holder, jobs in self._hpc_parents(device, parents):
             for job_id in jobs:
                 allocations.setdefault(model.job(holder, "hpc_job", job_id), {})
-        for allocation in self._pods() if self._pods is not None else ():
+        for allocation in self._kubelet.current().allocations if self._kubelet is not None else ():
             if allocation.gpu_uuid != device.uuid:
                 continue
             holder = next((p for p in parents.values() if p.kind == "mig" and p.uid == allocation.mig_uuid), gpu)
@@ -97,3 +146,30 @@ class Attributor:
             if mig is not None:
                 found.append((mig, jobs))
         return found
+
+
+def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> Attributor:
+    """The attribution the settings ask for; the kubelet source (and grpc) only with ``--kubernetes``.
+    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids."""
+    kubelet: Kubelet | None = None
+    if settings.kubernetes:
+        from gpu_exporter.attribution.podresources import PodResources
+
+        extra = frozenset(name.strip() for name in settings.kubernetes_resources.split(",") if name.strip())
+        refresh = settings.kubelet_refresh
+        kubelet = PodResources(
+            settings.pod_resources_socket, refresh, extra, max_age_seconds=max(60.0, 6 * refresh), gpus=gpus
+        )
+    return Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet)
+
+
+def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:
+    """(index, uuid, ((GPU instance, compute instance, MIG UUID), ...) in NVML's MIG order) per GPU."""
+    return [
+        (
+            d.identity.index,
+            d.identity.uuid,
+            tuple((m.gpu_instance, m.compute_instance, m.uuid) for m in d.identity.migs),
+        )
+        for d in devices
+    ]

@@ -111,6 +111,35 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "1 while a GPU's read has not returned within one interval (a hung driver call).",
     ),
     FixedMetric(
+        "gpu_exporter_source_up",
+        "gauge",
+        "",
+        ("source",),
+        "1 while an attribution source answers (kubelet: its last pod-resources request succeeded).",
+    ),
+    FixedMetric(
+        "gpu_exporter_source_requests_total",
+        "counter",
+        "",
+        ("source",),
+        "Requests made to an attribution source (the kubelet is asked once per refresh, never per scrape).",
+    ),
+    FixedMetric(
+        "gpu_exporter_source_failures_total",
+        "counter",
+        "",
+        ("source", "kind"),
+        "Failed requests to an attribution source by kind (socket_missing, unavailable, timeout, too_large, "
+        "malformed, error); the last good answer is kept for a bounded time meanwhile.",
+    ),
+    FixedMetric(
+        "gpu_exporter_source_last_success_timestamp_seconds",
+        "gauge",
+        "seconds",
+        ("source",),
+        "Unix time of an attribution source's last good answer.",
+    ),
+    FixedMetric(
         "gpu_exporter_collector_success",
         "gauge",
         "",

@@ -1,0 +1,113 @@
+"""Kubernetes attribution out of process: the real exporter asks a real gRPC pod-resources server
+(tests/podresources_server.py) on a unix socket, on its own cadence, and joins the answer onto
+its GPUs: gpu_allocation_info per pod container, the idle counter per allocation, and
+dcgm-exporter's pod labels in compatibility mode. A kubelet that disappears and comes back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO, SCENARIOS, start, value
+from tests.podresources_server import FakeKubelet, pod
+from tests.test_faults import wait_for
+
+GPU0 = "GPU-4a1e0c2d-0b7f-4c3a-9e21-5d8f6a0b1c00"
+GPU2 = "GPU-4a1e0c2d-2b7f-4c3a-9e21-5d8f6a0b1c22"
+COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
+
+
+@pytest.fixture
+def kubelet(tmp_path: Path) -> Iterator[FakeKubelet]:
+    server = FakeKubelet(str(tmp_path / "kubelet.sock"))
+    server.set_pods(
+        pod("ml", "trainer-0", ("main", [("nvidia.com/gpu", [GPU0])])),
+        pod("ml", "viz-1", ("ui", [("nvidia.com/gpu", ["nvidia1"])]), ("sidecar", [("cpu", ["0"])])),
+        pod("team-a", "nb-1", ("lab", [("nvidia.com/gpu", [f"{GPU2}::0"])])),  # GPU 2 time-sliced
+        pod("team-b", "nb-2", ("lab", [("nvidia.com/gpu", [f"{GPU2}::1"])])),
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+def _flags(kubelet: FakeKubelet) -> tuple[str, ...]:
+    return (
+        "--kubernetes",
+        "--kubernetes.pod-resources-socket",
+        kubelet.socket_path,
+        "--kubernetes.refresh-interval",
+        "1s",
+    )
+
+
+def test_allocations_from_the_kubelet_asked_once_per_refresh(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet
+) -> None:
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms", *_flags(kubelet))
+    try:
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="nb-2") == 1)
+        assert (
+            value(parsed, "gpu_allocation_info", gpu="0", uuid=GPU0, namespace="ml", pod="trainer-0", container="main")
+            == 1
+        )
+        assert value(parsed, "gpu_allocation_info", gpu="1", namespace="ml", pod="viz-1", container="ui") == 1
+        assert value(parsed, "gpu_allocation_info", gpu="2", namespace="team-a", pod="nb-1") == 1
+        assert not [labels for labels in parsed["gpu_allocation_info"] if dict(labels).get("container") == "sidecar"]
+        assert value(parsed, "gpu_allocation_idle_seconds_total", pod="trainer-0") is not None
+        assert value(parsed, "gpu_exporter_source_up", source="kubelet") == 1
+        calls, began = kubelet.calls, time.monotonic()
+        for _ in range(30):  # scrapes never reach the kubelet
+            exporter.metrics()
+        assert kubelet.calls - calls <= (time.monotonic() - began) / 1.0 + 1
+        kubelet.stop()  # the kubelet restarts: the last answer is kept meanwhile, failures counted
+        down = wait_for(exporter, lambda p: value(p, "gpu_exporter_source_up", source="kubelet") == 0)
+        assert value(down, "gpu_allocation_info", pod="trainer-0") == 1
+        assert sum(v for k, v in down["gpu_exporter_source_failures_total"].items()) >= 1
+        kubelet.set_pods(pod("ml", "trainer-9", ("main", [("nvidia.com/gpu", [GPU0])])))
+        kubelet.start()
+        back = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="trainer-9") == 1)
+        assert value(back, "gpu_allocation_info", pod="trainer-0") is None
+        assert value(back, "gpu_exporter_source_up", source="kubelet") == 1
+    finally:
+        exporter.stop()
+
+
+def test_dcgm_exporter_mode_puts_pod_labels_on_exclusively_allocated_gpus(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet
+) -> None:
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms", "-f", COUNTERS,
+        *_flags(kubelet),
+    )  # fmt: skip
+    try:
+        parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", pod="trainer-0") is not None)
+        assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="0", pod="trainer-0", namespace="ml", container="main") == 71
+        assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="viz-1") is not None
+        # GPU 2 is shared by two pods: no copy per pod, no pod label
+        gpu2 = [dict(labels) for labels in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(labels)["gpu"] == "2"]
+        assert len(gpu2) == 1 and "pod" not in gpu2[0]
+        assert [dict(labels) for labels in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(labels)["gpu"] == "3"][0].get(
+            "pod"
+        ) is None
+    finally:
+        exporter.stop()
+
+
+def test_no_kubelet_is_not_fatal(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms", "--kubernetes",
+        "--kubernetes.pod-resources-socket", str(tmp_path / "missing.sock"), "--kubernetes.refresh-interval", "1s",
+    )  # fmt: skip
+    try:
+        parsed = wait_for(
+            exporter, lambda p: bool(value(p, "gpu_exporter_source_failures_total", kind="socket_missing"))
+        )
+        assert value(parsed, "gpu_exporter_source_up", source="kubelet") == 0
+        assert value(parsed, "gpu_power_watts", gpu="0") == 612.345
+        assert "gpu_allocation_info" not in parsed
+    finally:
+        exporter.stop()

@@ -13,6 +13,8 @@ from gpu_exporter import model
 from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.convert import Converted
+from gpu_exporter.pipeline.derive import Integrators
+from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
 from gpu_exporter.worker import Result, Worker
 
 BACKOFF_MAX_SECONDS = 30.0
@@ -126,3 +128,30 @@ class Control:
             self._backend.close()
             return ControlOutcome("down", reason=err.reason, message=str(err))
         return ControlOutcome("discovered", devices=devices)
+
+
+Values = dict[Entity, dict[str, float]]
+
+
+def current_values(
+    state: RootState, now: float, plan: Plan, integrators: Integrators, interval: float
+) -> tuple[Values, Values]:
+    """A root's values that are still current by the freshness rule (fresh reads, derived rows,
+    slow rows within their cadence) and the raw vendor values behind the read ones."""
+    out: Values = {}
+    raws: Values = {}
+    converted, at = state.current, state.current_at
+    fresh = converted is not None and at is not None and now - at <= STALE_INTERVALS * interval
+    for entity, values in (converted.values if converted is not None else {}).items():
+        assert converted is not None
+        raw = converted.raw.get(entity, {})
+        current = {k: v for k, v in values.items() if k not in plan.slow} if fresh else {}
+        raws[entity] = {k: raw[k] for k in current if k in raw}
+        if fresh:
+            current.update(integrators.values(entity))
+        out[entity] = current
+    for (entity, key), (value, raw_value, read_at) in state.slow.items():
+        if entity in out and now - read_at <= plan.current_for(key) * interval:
+            out[entity][key] = value
+            raws[entity][key] = raw_value
+    return out, raws

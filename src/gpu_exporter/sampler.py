@@ -36,7 +36,7 @@ from gpu_exporter.pipeline.events import EventTallies, XidTally
 from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
 from gpu_exporter.render import Renderer, native_renderer
-from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, identity_entities
+from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
 from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
 from gpu_exporter.worker import Result, Worker
 
@@ -307,28 +307,8 @@ class Sampler:
                 self._windows.note(entity.uid, values, self._wall())
         return converted
 
-    def _current(
-        self, state: RootState, now: float
-    ) -> tuple[dict[Entity, dict[str, float]], dict[Entity, dict[str, float]]]:
-        """The root's values that are still current (fresh reads, derived rows, slow rows in cadence)
-        and the raw vendor values behind the read ones."""
-        out: dict[Entity, dict[str, float]] = {}
-        raws: dict[Entity, dict[str, float]] = {}
-        converted, at = state.current, state.current_at
-        fresh = converted is not None and at is not None and now - at <= STALE_INTERVALS * self._interval
-        for entity, values in (converted.values if converted is not None else {}).items():
-            assert converted is not None
-            raw = converted.raw.get(entity, {})
-            current = {k: v for k, v in values.items() if k not in self._plan.slow} if fresh else {}
-            raws[entity] = {k: raw[k] for k in current if k in raw}
-            if fresh:
-                current.update(self._integrators.values(entity))
-            out[entity] = current
-        for (entity, key), (value, raw_value, read_at) in state.slow.items():
-            if entity in out and now - read_at <= self._plan.current_for(key) * self._interval:
-                out[entity][key] = value
-                raws[entity][key] = raw_value
-        return out, raws
+    def _current(self, state: RootState, now: float) -> tuple[_Values, _Values]:
+        return current_values(state, now, self._plan, self._integrators, self._interval)
 
     def _take(self, state: RootState, notes: _CycleNotes) -> None:
         result = state.worker.result

@@ -16,16 +16,12 @@ against both.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import logging
 import os
-import platform
-import re
-import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from gpu_exporter.backends.dcgm.errors import (
     DcgmConnectionLost,
@@ -37,6 +33,17 @@ from gpu_exporter.backends.dcgm.errors import (
     DcgmUnavailable,
     dcgm_error,
 )
+from gpu_exporter.backends.dcgm.loader import (
+    DCGM3_BINDINGS,
+    DCGM4_BINDINGS,
+    ENV_PATH,
+    candidate_dirs,
+    import_bindings,
+    library_dirs,
+    library_file,
+    library_problem,
+)
+from gpu_exporter.backends.dcgm.protocol import DcgmAdapter, Refused
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -57,99 +64,16 @@ log = logging.getLogger(__name__)
 __all__ = [
     "DcgmAdapter", "DcgmConnectionLost", "DcgmError", "DcgmModuleNotLoaded", "DcgmNoPermission", "DcgmNotSupported",
     "DcgmProfilingInUse", "DcgmUnavailable", "Refused", "PydcgmAdapter", "dcgm_error", "load_adapter",
+    "DCGM3_BINDINGS", "DCGM4_BINDINGS", "ENV_PATH", "candidate_dirs", "library_dirs", "library_file",
+    "library_problem",
 ]  # fmt: skip
 
-ENV_PATH = "DCGM_PYTHON_PATH"
-DCGM4_BINDINGS = "/usr/share/datacenter-gpu-manager-4/bindings/python3"
-DCGM3_BINDINGS = "/usr/local/dcgm/bindings/python3"
 #: DCGM_OPERATION_MODE_AUTO: the engine samples watched fields on its own schedule.
 _OPERATION_MODE_AUTO = 1
 #: DCGM_GROUP_EMPTY: a group we fill with the entities we choose.
 _GROUP_EMPTY = 1
 #: dcgmGroupAddEntity's answer when the group is full (DCGM_ST_MAX_LIMIT).
 _ST_MAX_LIMIT = -24
-#: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
-Refused = dict[tuple[int, int], int]
-
-
-class DcgmAdapter(Protocol):
-    """What the DCGM backend needs from DCGM. Every method but :meth:`disconnect` raises
-    :class:`DcgmError` (typed by status); calls before :meth:`connect` or after
-    :meth:`disconnect` raise :class:`DcgmConnectionLost` without touching DCGM."""
-
-    #: Where the bindings were imported from (for logs and gpu_exporter_backend_info).
-    source: str
-    #: The most entities one group, or one :meth:`latest_of` call, may hold (DCGM 3.x: 64, 4.x: 1024).
-    group_limit: int
-
-    def connect(self, address: str | None, timeout_ms: int) -> None:
-        """Connect to a standalone nv-hostengine at ``HOST:PORT``, or start an embedded host
-        engine in this process when ``address`` is None."""
-
-    def disconnect(self) -> None:
-        """Disconnect (standalone) or stop the embedded engine; the engine drops our groups and
-        watches. Never raises."""
-
-    def entities(self) -> list[Entity]:
-        """GPUs, MIG GPU and compute instances (with NVML's instance ids), NVSwitches, and the
-        NVLink ports of GPUs and NVSwitches that exist (up, down or disabled)."""
-
-    def link_states(self) -> dict[tuple[int, int, int], int]:
-        """NVLink port states now, by (owner group, owner id, port): DCGM's link state (1 disabled,
-        2 down, 3 up); ports that do not exist are left out. Raises :class:`DcgmError` when the
-        status call fails (:meth:`entities` then lists no link)."""
-
-    def remove_stale(self, prefix: str) -> int:
-        """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
-        adapter did not create (left by an earlier run); returns how many were destroyed."""
-
-    def watch(
-        self,
-        name: str,
-        entities: Sequence[tuple[int, int]],
-        field_ids: Sequence[int],
-        update_us: int,
-        keep_age_s: float,
-    ) -> Refused:
-        """Create an entity group and a field group both called ``name`` and watch them: DCGM
-        samples every field every ``update_us`` µs and keeps ``keep_age_s`` seconds of samples.
-        Entities the engine refuses to group (a Lost, Unsupported or Detached GPU and the MIG
-        instances on it; :data:`REFUSED_STATUSES`) are left out and returned with their status;
-        when it refuses them all, nothing is watched and ``name`` stays unknown. More than
-        :attr:`group_limit` entities raise :class:`DcgmError` (DCGM_ST_MAX_LIMIT)."""
-
-    def unwatch(self, name: str) -> None:
-        """Stop watching ``name`` and destroy its groups (unknown names are ignored)."""
-
-    def update_all(self) -> None:
-        """Make the engine sample every watched field now and wait for it (a first fill)."""
-
-    def latest(self, name: str) -> list[FieldValue]:
-        """The latest sample of every field of ``name`` for every entity of it, in one call."""
-
-    def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
-        """``dcgmEntitiesGetLatestValues``: the latest value of each field on each entity (watched
-        pairs only; others come back with a status), without a group."""
-
-    def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
-        """Every sample of ``name`` recorded at or after ``since_us`` (engine clock, µs), and the
-        timestamp to pass next time."""
-
-    def profiling_fields(self, gpu_id: int) -> frozenset[int]:
-        """The profiling field ids GPU ``gpu_id`` supports (its metric groups). Raises
-        :class:`DcgmModuleNotLoaded` when the engine runs without its profiling module."""
-
-
-def candidate_dirs() -> list[str]:
-    """Folders searched for the bindings, in order (``sys.path`` is tried after them)."""
-    configured = os.environ.get(ENV_PATH, "")
-    return [part for part in configured.split(os.pathsep) if part] + [DCGM4_BINDINGS, DCGM3_BINDINGS]
-
-
-def _import(folder: str | None) -> tuple[ModuleType, ModuleType]:
-    if folder is not None and folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module("dcgm_structs"), importlib.import_module("dcgm_agent")
 
 
 def load_adapter() -> PydcgmAdapter:
@@ -161,60 +85,20 @@ def load_adapter() -> PydcgmAdapter:
             tried.append(folder)
             continue
         try:
-            structs, agent = _import(folder)
+            structs, agent = import_bindings(folder)
         except Exception as err:  # any failure inside vendor modules means "unusable", said once
             raise DcgmUnavailable(
                 "bindings_broken", f"the DCGM Python bindings in {folder} failed to import: {err!r}"
             ) from err
         return PydcgmAdapter(structs, agent, folder)
     try:
-        structs, agent = _import(None)
+        structs, agent = import_bindings(None)
     except ImportError as err:
         listed = ", ".join(tried)
         raise DcgmUnavailable(
             "bindings_not_found", f"pydcgm (dcgm_agent.py) not found in {listed} or on sys.path"
         ) from err
     return PydcgmAdapter(structs, agent, "sys.path")
-
-
-#: The file name the bindings load: ``libdcgm.so.4`` in 4.x bindings, ``libdcgm.so.3`` in 3.x.
-_SONAME = re.compile(r"libdcgm\.so\.\d+")
-
-
-def library_file(bindings_source: str) -> str:
-    """The libdcgm file name the bindings' loader asks for, read from their source text."""
-    found = _SONAME.search(bindings_source)
-    return found.group(0) if found else "libdcgm.so"
-
-
-def library_dirs(bindings_source: str) -> list[str]:
-    """The folders the bindings' loader looks in, in its order: each ``LD_LIBRARY_PATH`` folder
-    when the loader reads that variable (4.x bindings do; 3.x ones do not), then
-    ``/usr/lib/<machine>-linux-gnu`` and ``/usr/lib64``."""
-    dirs = []
-    if "LD_LIBRARY_PATH" in bindings_source:
-        dirs += [part for part in os.environ.get("LD_LIBRARY_PATH", "").split(":") if part]
-    return [*dirs, f"/usr/lib/{platform.machine()}-linux-gnu", "/usr/lib64"]
-
-
-def library_problem(structs_path: str) -> tuple[str, str]:
-    """Why the bindings in ``structs_path`` could not load libdcgm: (reason, detail). The detail
-    names the file and the folders searched and, for a file that exists, the loader's own error."""
-    try:
-        with open(structs_path, encoding="utf-8", errors="replace") as source:
-            text = source.read()
-    except OSError:
-        text = ""
-    name = library_file(text)
-    dirs = library_dirs(text)
-    for folder in dirs:
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            try:
-                ctypes.CDLL(path)
-            except OSError as err:
-                return "library_broken", f"{path} exists but does not load: {err}"
-    return "library_not_found", f"{name} (the file these bindings load) is in none of {', '.join(dirs)}"
 
 
 def _text(raw: object) -> str:

@@ -57,14 +57,13 @@ from gpu_exporter.backends.base import (
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError, DcgmUnavailable
 from gpu_exporter.backends.dcgm.errors import FIXES, DcgmUnusable
 from gpu_exporter.backends.dcgm.fabric import fill_switches, switch_keys, xid_events
-from gpu_exporter.backends.dcgm.fill import fill, port_samples
+from gpu_exporter.backends.dcgm.fill import fetch, fill, port_samples
 from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
     FE_LINK,
     FI_UUID,
-    MAX_FIELDS_PER_GROUP,
     ST_GPU_IS_LOST,
     FieldValue,
 )
@@ -86,14 +85,6 @@ __all__ = ["GROUP_PREFIX", "PROFILING_RETRY_SECONDS", "DcgmBackend", "DcgmUnusab
 #: The local standalone host engine tried first when no --dcgm.address is given.
 DEFAULT_STANDALONE = "localhost:5555"
 CONNECT_TIMEOUT_MS = 2000
-Latest = dict[tuple[int, int], dict[int, FieldValue]]
-
-
-def by_entity(samples: Sequence[FieldValue]) -> Latest:
-    out: Latest = {}
-    for sample in samples:
-        out.setdefault((sample.group, sample.entity), {})[sample.field_id] = sample
-    return out
 
 
 class DcgmBackend:
@@ -293,33 +284,6 @@ class DcgmBackend:
         return states
 
     # reads -----------------------------------------------------------------------------------
-    def _fetch(self, adapter: DcgmAdapter, keys: list[tuple[int, int]], fields: list[int], reading: RawReading,
-               specs: Sequence[MetricSpec]) -> Latest:  # fmt: skip
-        """One ``dcgmEntitiesGetLatestValues``; its time is shared among the collectors by the number
-        of rows each asked for. A failed call counts once per collector and leaves every value absent."""
-        if not keys or not fields:
-            return {}
-        started = time.perf_counter()
-        try:
-            # At most the engine's group limit of entities and 128 fields per call.
-            samples = [
-                sample
-                for part in split(keys, adapter.group_limit)
-                for start in range(0, len(fields), MAX_FIELDS_PER_GROUP)
-                for sample in adapter.latest_of(part, fields[start : start + MAX_FIELDS_PER_GROUP])
-            ]
-        except DcgmConnectionLost:
-            raise
-        except DcgmError as err:
-            for collector in dict.fromkeys(spec.collector for spec in specs):
-                reading.failed(err.kind, collector)
-            return {}
-        finally:
-            seconds = time.perf_counter() - started
-            for spec in specs:
-                reading.spent(spec.collector, seconds / len(specs))
-        return by_entity(samples)
-
     def read(self, device: DeviceIdentity, request: Request) -> RawReading:
         """The requested rows of one GPU, its NVLinks and its MIG instances, from one fetch of their
         latest values. Raises DeviceLost."""
@@ -356,7 +320,7 @@ class DcgmBackend:
             computes = [topology.migs.get((device.uuid, slot)) for slot in range(len(device.migs))]
             keys = [(FE_GPU, gpu), *((FE_GPU_CI, c) for c in computes if c is not None)]
             fields = sorted({*plain_fields(s for s in usable if not s.per_link), *link_fields(link_specs, ports)})
-            latest = self._fetch(adapter, keys, fields, reading, usable)
+            latest = fetch(adapter, keys, fields, reading, usable)
         except DcgmConnectionLost as err:
             self._lost(err)
             raise DeviceLost(f"DCGM connection lost: {err}") from err
@@ -403,7 +367,7 @@ class DcgmBackend:
             specs = [spec for spec in request.specs if spec.dcgm is not None and spec.root == "fabric"]
             if specs:
                 keys, fields = switch_keys(watches.topology, specs)
-                latest = self._fetch(adapter, keys, fields, reading, specs)
+                latest = fetch(adapter, keys, fields, reading, specs)
                 fill_switches(reading, latest, watches.topology, specs, states, request.asks)
         except DcgmConnectionLost as err:
             self._lost(err)

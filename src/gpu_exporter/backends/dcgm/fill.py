@@ -4,11 +4,15 @@ to the pipeline's memo, other statuses are counted by kind."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gpu_exporter.backends.base import RawReading
+from gpu_exporter.backends.dcgm.errors import DcgmConnectionLost, DcgmError
+from gpu_exporter.backends.dcgm.protocol import DcgmAdapter
 from gpu_exporter.backends.dcgm.values import (
     LINK_STATE_UP,
+    MAX_FIELDS_PER_GROUP,
     ST_IN_USE,
     ST_NO_PERMISSION,
     ST_NOT_SUPPORTED,
@@ -18,7 +22,7 @@ from gpu_exporter.backends.dcgm.values import (
     FieldValue,
     decode,
 )
-from gpu_exporter.backends.dcgm.watches import is_call, is_profiling
+from gpu_exporter.backends.dcgm.watches import is_call, is_profiling, split
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
 
@@ -97,3 +101,48 @@ def pci_bus_id(values: Mapping[int, int | float | str]) -> str:
         return ""
     domain, bus, device, function = (int(part) for part in parts)  # type: ignore[arg-type]
     return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
+
+
+Latest = dict[tuple[int, int], dict[int, FieldValue]]
+
+
+def by_entity(samples: Sequence[FieldValue]) -> Latest:
+    """Samples by (entity group, entity id), then field id."""
+    out: Latest = {}
+    for sample in samples:
+        out.setdefault((sample.group, sample.entity), {})[sample.field_id] = sample
+    return out
+
+
+def fetch(
+    adapter: DcgmAdapter,
+    keys: list[tuple[int, int]],
+    fields: list[int],
+    reading: RawReading,
+    specs: Sequence[MetricSpec],
+) -> Latest:
+    """``dcgmEntitiesGetLatestValues`` for ``keys`` × ``fields``, split to the engine's group limit of
+    entities and 128 fields per call; the time is shared among the collectors by the number of rows
+    each asked for. A failed call counts once per collector and leaves every value absent (a lost
+    connection propagates)."""
+    if not keys or not fields:
+        return {}
+    started = time.perf_counter()
+    try:
+        samples = [
+            sample
+            for part in split(keys, adapter.group_limit)
+            for start in range(0, len(fields), MAX_FIELDS_PER_GROUP)
+            for sample in adapter.latest_of(part, fields[start : start + MAX_FIELDS_PER_GROUP])
+        ]
+    except DcgmConnectionLost:
+        raise
+    except DcgmError as err:
+        for collector in dict.fromkeys(spec.collector for spec in specs):
+            reading.failed(err.kind, collector)
+        return {}
+    finally:
+        seconds = time.perf_counter() - started
+        for spec in specs:
+            reading.spent(spec.collector, seconds / len(specs))
+    return by_entity(samples)

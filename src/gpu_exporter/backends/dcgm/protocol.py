@@ -1,0 +1,81 @@
+"""The surface the DCGM backend sees: :class:`DcgmAdapter`, implemented over the real bindings by
+:class:`~gpu_exporter.backends.dcgm.adapter.PydcgmAdapter` and in memory by ``tests/dcgmfake.py``;
+the contract tests run against both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from gpu_exporter.backends.dcgm.values import Entity, FieldValue
+
+#: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
+Refused = dict[tuple[int, int], int]
+
+
+class DcgmAdapter(Protocol):
+    """What the DCGM backend needs from DCGM. Every method but :meth:`disconnect` raises
+    :class:`DcgmError` (typed by status); calls before :meth:`connect` or after
+    :meth:`disconnect` raise :class:`DcgmConnectionLost` without touching DCGM."""
+
+    #: Where the bindings were imported from (for logs and gpu_exporter_backend_info).
+    source: str
+    #: The most entities one group, or one :meth:`latest_of` call, may hold (DCGM 3.x: 64, 4.x: 1024).
+    group_limit: int
+
+    def connect(self, address: str | None, timeout_ms: int) -> None:
+        """Connect to a standalone nv-hostengine at ``HOST:PORT``, or start an embedded host
+        engine in this process when ``address`` is None."""
+
+    def disconnect(self) -> None:
+        """Disconnect (standalone) or stop the embedded engine; the engine drops our groups and
+        watches. Never raises."""
+
+    def entities(self) -> list[Entity]:
+        """GPUs, MIG GPU and compute instances (with NVML's instance ids), NVSwitches, and the
+        NVLink ports of GPUs and NVSwitches that exist (up, down or disabled)."""
+
+    def link_states(self) -> dict[tuple[int, int, int], int]:
+        """NVLink port states now, by (owner group, owner id, port): DCGM's link state (1 disabled,
+        2 down, 3 up); ports that do not exist are left out. Raises :class:`DcgmError` when the
+        status call fails (:meth:`entities` then lists no link)."""
+
+    def remove_stale(self, prefix: str) -> int:
+        """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
+        adapter did not create (left by an earlier run); returns how many were destroyed."""
+
+    def watch(
+        self,
+        name: str,
+        entities: Sequence[tuple[int, int]],
+        field_ids: Sequence[int],
+        update_us: int,
+        keep_age_s: float,
+    ) -> Refused:
+        """Create an entity group and a field group both called ``name`` and watch them: DCGM
+        samples every field every ``update_us`` µs and keeps ``keep_age_s`` seconds of samples.
+        Entities the engine refuses to group (a Lost, Unsupported or Detached GPU and the MIG
+        instances on it; :data:`REFUSED_STATUSES`) are left out and returned with their status;
+        when it refuses them all, nothing is watched and ``name`` stays unknown. More than
+        :attr:`group_limit` entities raise :class:`DcgmError` (DCGM_ST_MAX_LIMIT)."""
+
+    def unwatch(self, name: str) -> None:
+        """Stop watching ``name`` and destroy its groups (unknown names are ignored)."""
+
+    def update_all(self) -> None:
+        """Make the engine sample every watched field now and wait for it (a first fill)."""
+
+    def latest(self, name: str) -> list[FieldValue]:
+        """The latest sample of every field of ``name`` for every entity of it, in one call."""
+
+    def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
+        """``dcgmEntitiesGetLatestValues``: the latest value of each field on each entity (watched
+        pairs only; others come back with a status), without a group."""
+
+    def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
+        """Every sample of ``name`` recorded at or after ``since_us`` (engine clock, µs), and the
+        timestamp to pass next time."""
+
+    def profiling_fields(self, gpu_id: int) -> frozenset[int]:
+        """The profiling field ids GPU ``gpu_id`` supports (its metric groups). Raises
+        :class:`DcgmModuleNotLoaded` when the engine runs without its profiling module."""

@@ -419,23 +419,134 @@ NODE = DashboardSpec(
 
 # --- Workloads ----------------------------------------------------------------------------------------------
 
+#: A note every panel fed by the kubelet's pod-resources API carries (a test lists them as unproven).
+POD_RESOURCES_ONLY = (
+    "Needs allocations from the kubelet's pod-resources API (gpu_allocation_info with namespace, pod and "
+    "container); empty outside Kubernetes."
+)
+#: One legend for a process's series everywhere.
+PROC = "{{instance}} GPU {{gpu}} {{process}} (pid {{pid}}, {{user}})"
+#: One legend for an allocation: the labels of whichever kind it is (the others are empty).
+ALLOC = "{{instance}} GPU {{gpu}} {{namespace}} {{pod}}{{slurm_job}}{{hpc_job}}"
+#: Labels that make a GPU's or MIG instance's series one-to-one with its allocations' parent.
+PARENT = "job, instance, gpu, uuid, gpu_instance, compute_instance"
+JOBS = 'namespace=""'
+PODS = 'namespace!=""'
+SLURM = 'slurm_job!=""'
+POD_UID = 'pod_uid!=""'
+
+
+def per_allocation(value: str, allocations: str) -> str:
+    """``value`` (one series per GPU, or per GPU and MIG instance) copied onto each allocation of it."""
+    on = PARENT if "gpu_memory" in value else "job, instance, gpu, uuid"
+    return f"{value} * on ({on}) group_right () {g('gpu_allocation_info', allocations)}"
+
+
+def unowned(metric: str) -> str:
+    """``metric``'s process series on GPUs (or MIG instances) that no allocation owns."""
+    return f"{g(metric)} unless on ({PARENT}) {g('gpu_allocation_info')}"
+
+
 WORKLOADS = DashboardSpec(
     "gpu-workloads",
     "gpu-exporter-workloads",
     "GPU / Workloads",
-    "Who holds the GPUs and whether they use them: compute processes per GPU, memory held, utilization "
-    "of held GPUs, idle allocations, MIG devices.",
+    "Who holds the GPUs and whether they use them: memory and SM share per process, per Slurm or HPC job "
+    "and per pod; idle allocations; processes no scheduler accounts for.",
     (
         RowSpec("Allocation", (
             note("Reading this dashboard", """
-A GPU is *held* while at least one compute process (CUDA context) runs on it. Held and busy is good;
-held and idle wastes the GPU (an idle notebook, a stuck job, or a job waiting for its input).
-Per-process, per-pod and per-job series are not exported yet (attribution is a later feature): this
-dashboard works per GPU and per MIG device until then.""", "gpuidlememoryheld", "gpuinputstarvation"),
+A GPU is *held* while at least one compute process (CUDA context) runs on it, and *allocated* while a
+scheduler gave it to a workload: a pod's container (the kubelet's pod-resources API), a Slurm job (from
+the cgroups of its processes) or an HPC job (--hpc-job-mapping-dir). Held and busy is good; allocated
+and idle wastes the GPU (an idle notebook, a stuck job, or a job waiting for its input). Processes
+carry `pod_uid` and `slurm_job` where their cgroups say; join `pod_uid` with kube-state-metrics'
+`kube_pod_info{uid}` for names. Per-process utilization is the process's share of the GPU's time.""",
+                 "gpuallocatedidle", "gpuidlememoryheld", "gpuinputstarvation"),
             ts("Compute processes", "Compute processes (CUDA contexts) running on each GPU.", "none",
                q(g("gpu_compute_processes")), min=0, width=9),
             table("Held GPUs", "GPUs with at least one compute process now, with the number of processes.",
                   "none", f"{g('gpu_compute_processes')} > 0", width=9),
+        )),
+        RowSpec("Processes", (
+            ts("Memory per process (top 10)", "GPU memory held by each of the ten largest processes at each "
+               "moment (pid=\"other\" is the smallest processes of a GPU beyond "
+               "--collector.processes.max-per-gpu, together).", "bytes",
+               Query(f"topk(10, {g('gpu_process_memory_used_bytes')})", PROC), min=0),
+            ts("SM share per process (top 10)", "Fraction of time each process had kernels on the SMs (its share "
+               "of the GPU's utilization), the ten largest at each moment.", "percentunit",
+               Query(f"topk(10, {g('gpu_process_sm_utilization_ratio')})", PROC), min=0, max=1),
+            table("Processes now", "Every process on the selected GPUs: memory held, SM share and memory "
+                  "(copy) share, with its user, pod UID and Slurm job where its cgroups say.", "none",
+                  g("gpu_process_memory_used_bytes"), g("gpu_process_sm_utilization_ratio"),
+                  g("gpu_process_memory_utilization_ratio"), width=24),
+        )),
+        RowSpec("Slurm and HPC jobs", (
+            ts("Utilization per job", "Mean busy fraction of the GPUs each Slurm or HPC job is allocated (a "
+               "MIG instance counts its whole GPU's).", "percentunit",
+               Query(f"avg by (slurm_job, hpc_job) ({per_allocation(busy(), JOBS)})", "{{slurm_job}}{{hpc_job}}"),
+               min=0, max=1, width=8),
+            ts("GPU memory per job", "Memory used on the GPUs or MIG instances each Slurm or HPC job is "
+               "allocated (a GPU shared by several jobs counts for each).", "bytes",
+               Query(f"sum by (slurm_job, hpc_job) ({per_allocation(g('gpu_memory_used_bytes'), JOBS)})",
+                     "{{slurm_job}}{{hpc_job}}"), min=0, width=8),
+            ts("Process memory per Slurm job", "GPU memory held by each Slurm job's own processes (from their "
+               "cgroups): exact even where jobs share a GPU.", "bytes",
+               Query(f"sum by (slurm_job) ({g('gpu_process_memory_used_bytes', SLURM)})",
+                     "{{slurm_job}}"), min=0, width=8),
+            table("Jobs now", "Each Slurm or HPC job: GPUs (or MIG instances) allocated now, and the fraction of "
+                  "the time range they sat idle (no compute process or below 5%). Runbook: gpuallocatedidle.",
+                  "none", f"count by (instance, slurm_job, hpc_job) ({g('gpu_allocation_info', JOBS)})",
+                  f"avg by (instance, slurm_job, hpc_job) "
+                  f"(rate({g('gpu_allocation_idle_seconds_total', JOBS)}[$__range]))", width=24),
+        )),
+        RowSpec("Pods (from process cgroups)", (
+            ts("GPU memory per pod UID", "GPU memory held by each pod's processes, by pod UID from their cgroups. "
+               "Names: multiply by label_replace(kube_pod_info, \"pod_uid\", \"$1\", \"uid\", \"(.*)\") on "
+               "(pod_uid) from kube-state-metrics.", "bytes",
+               Query(f"sum by (pod_uid) ({g('gpu_process_memory_used_bytes', POD_UID)})",
+                     "pod {{pod_uid}}"), min=0),
+            ts("SM share per pod UID", "Sum of the SM shares of each pod's processes, by pod UID (100% is one whole "
+               "GPU's SMs).", "percentunit",
+               Query(f"sum by (pod_uid) ({g('gpu_process_sm_utilization_ratio', POD_UID)})",
+                     "pod {{pod_uid}}"), min=0),
+        )),
+        RowSpec("Pods and namespaces (Kubernetes pod-resources)", (
+            ts("Utilization per pod", f"Mean busy fraction of the GPUs each pod is allocated. {POD_RESOURCES_ONLY}",
+               "percentunit",
+               Query(f"avg by (namespace, pod) ({per_allocation(busy(), PODS)})", "{{namespace}}/{{pod}}"),
+               min=0, max=1, width=8),
+            ts("GPU memory per pod", f"Memory used on the GPUs or MIG instances each pod is allocated. "
+               f"{POD_RESOURCES_ONLY}", "bytes",
+               Query(f"sum by (namespace, pod) ({per_allocation(g('gpu_memory_used_bytes'), PODS)})",
+                     "{{namespace}}/{{pod}}"), min=0, width=8),
+            table("GPUs per namespace", f"GPUs (or MIG instances) allocated to each namespace now, and how many "
+                  f"of them sat idle over the time range (GPU-equivalents). {POD_RESOURCES_ONLY}", "none",
+                  f"count by (namespace) ({g('gpu_allocation_info', PODS)})",
+                  f"sum by (namespace) (rate({g('gpu_allocation_idle_seconds_total', PODS)}[$__range]))", width=8),
+        )),
+        RowSpec("Idle allocations", (
+            note("Idle allocations", """
+An allocation is *idle* while its GPU runs no compute process or stays below 5% utilization. Steady
+near 100%: the workload holds the GPU and does nothing with it (talk to the owner); a saw-tooth with
+busy bursts: it waits for its input. GPUAllocatedIdle fires at 90% of an hour, for three hours.""",
+                 "gpuallocatedidle", "gpuinputstarvation"),
+            ts("Idle allocations", "Fraction of each interval each allocation's GPU sat idle (no compute "
+               "process, or below 5%). Runbook: gpuallocatedidle.", "percentunit",
+               Query(f"rate({g('gpu_allocation_idle_seconds_total')}[{RI}])", ALLOC), min=0, max=1, width=9),
+            table("Idle over the time range", "Allocations whose GPU sat idle in the time range, with the "
+                  "fraction of the range (less for an allocation younger than the range), most idle first. "
+                  "Runbook: gpuallocatedidle.", "percentunit",
+                  f"sort_desc(rate({g('gpu_allocation_idle_seconds_total')}[$__range]) > 0)", width=9),
+        )),
+        RowSpec("Processes no allocation owns", (
+            stat("Unowned processes", "Processes on GPUs (or MIG instances) that no pod, Slurm or HPC job is "
+                 "allocated: run outside the scheduler, or a pod the exporter cannot see (no pod-resources "
+                 "API).", "none", f"sum({unowned('gpu_processes')}) or vector(0)",
+                 thresholds=((1, "orange"),), width=4, height=8),
+            table("Unowned process list", "Each process on a GPU (or MIG instance) no allocation owns, with the "
+                  "memory it holds and its SM share.", "none", unowned("gpu_process_memory_used_bytes"),
+                  unowned("gpu_process_sm_utilization_ratio"), width=20),
         )),
         RowSpec("Use of held GPUs", (
             ts("Utilization of held GPUs", "Busy fraction of each GPU while a compute process holds it.",
@@ -579,11 +690,14 @@ memory faults. A GPU that fell off the bus reports `gpu_up 0`.""",
         )),
         RowSpec("Who is using it?", (
             note("Who?", """
-Compute processes per GPU say whether a GPU is held. Per-process, per-pod and per-job attribution is
-not exported yet; until then find the owner on the node (`nvidia-smi`, the scheduler).""",
-                 "gpuidlememoryheld"),
+Compute processes per GPU say whether a GPU is held; the table names them (pid, name, user, and the
+pod UID or Slurm job from their cgroups). The *GPU / Workloads* dashboard has memory and SM share per
+process, job and pod, the idle allocations and the processes no scheduler accounts for.""",
+                 "gpuidlememoryheld", "gpuallocatedidle"),
             ts("Compute processes", "Compute processes (CUDA contexts) on each GPU.", "none",
-               q(g("gpu_compute_processes")), min=0, width=18),
+               q(g("gpu_compute_processes")), min=0, width=9),
+            table("Processes and memory held", "Each process on the selected GPUs with the GPU memory it holds.",
+                  "bytes", g("gpu_process_memory_used_bytes"), width=9),
         )),
     ),
 )  # fmt: skip

@@ -87,7 +87,8 @@ class PodName:
 class KubeletPodsState:
     """What the kubelet last said, and how asking it has gone."""
 
-    pods: Mapping[str, PodName] = _EMPTY  # by pod UID (lower case); empty before any answer and once dropped
+    #: by pod UID (lower case); empty before any answer and once dropped
+    pods: Mapping[str, PodName] = field(default_factory=lambda: _EMPTY)
     up: bool = False  # the last request got a good answer
     calls: int = 0  # requests sent to the kubelet
     failures: tuple[tuple[str, int], ...] = ()  # (kind, count) for each kind seen, by kind

@@ -145,6 +145,7 @@ void fake_decode_handle(nvmlDevice_t dev, int *gpu, int *mig);
 
 nvmlReturn_t fake_prologue(struct fake_call *c, const char *sym, int gpu, int mig, unsigned flags);
 nvmlReturn_t fake_system_prologue(const char *sym, const struct fake_scenario **s, double *t);
+nvmlReturn_t fake_entry_fault(struct fake_call *c, const char *sym);
 
 /* Common start of every device-level entry point: trace, init, reload, handle, delay, lost, error. */
 #define DEVICE_PROLOGUE(dev, flags)                                              \

@@ -795,6 +795,17 @@ nvmlReturn_t fake_prologue(struct fake_call *c, const char *sym, int gpu, int mi
     return NVML_SUCCESS;
 }
 
+/* A field-value entry that stands for the device call ``sym``: that call's delay.F, lost_after and
+ * error.F keys apply to the entry (no trace line: the entry is not a call of its own). */
+nvmlReturn_t fake_entry_fault(struct fake_call *c, const char *sym)
+{
+    apply_delay(c, sym);
+    double lost;
+    if (!fake_device_present(c->s, (unsigned)c->gpu, c->t) || (fake_dev_f64(c, &lost, "lost_after") && c->t >= lost))
+        return NVML_ERROR_GPU_IS_LOST;
+    return forced_error(c, sym);
+}
+
 /* Host-level calls honour delay.F and error.F keys without a gpuN. prefix. */
 nvmlReturn_t fake_system_prologue(const char *sym, const struct fake_scenario **s, double *t)
 {

@@ -44,6 +44,7 @@
 #include "fakenvml.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -367,12 +368,99 @@ static bool nvlink_total(const struct fake_call *c, const char *key, unsigned lo
     return any;
 }
 
-static nvmlReturn_t field_value(const struct fake_call *c, nvmlFieldValue_t *f, bool is_absurd)
+/* Device-level fields that stand for a device call: the same scenario key, and that call's fault
+ * keys (delay.F, error.F) apply to the entry. ``flag``: the value is 0/1 (any non-zero key is 1). */
+static const struct {
+    unsigned id;
+    const char *key;
+    const char *sym;
+    bool flag;
+    bool uint;
+} k_call_fields[] = {
+    {NVML_FI_DEV_POWER_AVERAGE, "power.usage", "nvmlDeviceGetPowerUsage", false, true},
+    {NVML_FI_DEV_POWER_INSTANT, "power.usage", "nvmlDeviceGetPowerUsage", false, true},
+    {NVML_FI_DEV_POWER_MIN_LIMIT, "power.min_limit", "nvmlDeviceGetPowerManagementLimitConstraints", false, true},
+    {NVML_FI_DEV_POWER_MAX_LIMIT, "power.max_limit", "nvmlDeviceGetPowerManagementLimitConstraints", false, true},
+    {NVML_FI_DEV_POWER_DEFAULT_LIMIT, "power.default_limit", "nvmlDeviceGetPowerManagementDefaultLimit", false, true},
+    {NVML_FI_DEV_POWER_CURRENT_LIMIT, "power.enforced_limit", "nvmlDeviceGetEnforcedPowerLimit", false, true},
+    {NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "energy", "nvmlDeviceGetTotalEnergyConsumption", false, false},
+    {NVML_FI_DEV_ENERGY, "energy", "nvmlDeviceGetTotalEnergyConsumption", false, false},
+    {NVML_FI_DEV_PCIE_REPLAY_COUNTER, "pcie.replay_counter", "nvmlDeviceGetPcieReplayCounter", false, false},
+    {NVML_FI_DEV_ECC_CURRENT, "ecc.mode", "nvmlDeviceGetEccMode", true, true},
+    {NVML_FI_DEV_ECC_SBE_VOL_TOTAL, "ecc.volatile.corrected", "nvmlDeviceGetTotalEccErrors", false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, "ecc.volatile.uncorrected", "nvmlDeviceGetTotalEccErrors", false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, "ecc.aggregate.corrected", "nvmlDeviceGetTotalEccErrors", false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, "ecc.aggregate.uncorrected", "nvmlDeviceGetTotalEccErrors", false, false},
+    {NVML_FI_DEV_RETIRED_SBE, "retired_pages.single_bit", "nvmlDeviceGetRetiredPages", false, false},
+    {NVML_FI_DEV_RETIRED_DBE, "retired_pages.double_bit", "nvmlDeviceGetRetiredPages", false, false},
+    {NVML_FI_DEV_RETIRED_PENDING, "retired_pages.pending", "nvmlDeviceGetRetiredPagesPendingStatus", true, false},
+    {NVML_FI_DEV_PERF_POLICY_POWER, "violation.power", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_THERMAL, "violation.thermal", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, "violation.sync_boost", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, "violation.board_limit", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "violation.low_util", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_RELIABILITY, "violation.reliability", "nvmlDeviceGetViolationStatus", false, false},
+};
+
+/* ``gpuN.fields.unknown = id,id``: field ids this driver does not know (entry INVALID_ARGUMENT). */
+static bool unknown_field(const struct fake_call *c, unsigned id)
+{
+    const char *list = fake_dev_str(c, "fields.unknown");
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 0);
+        if (end == p)
+            break;
+        if (v == id)
+            return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
+/* Remapped rows: the two counts or nothing, pending and failure 0 when not given (as the call). */
+static nvmlReturn_t remapped_field(const struct fake_call *c, unsigned id, unsigned long long *v)
+{
+    unsigned corr, unc;
+    if (fake_uint(c, &corr, "remapped_rows.correctable") != NVML_SUCCESS ||
+        fake_uint(c, &unc, "remapped_rows.uncorrectable") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    unsigned pending = 0, failure = 0;
+    fake_uint(c, &pending, "remapped_rows.pending");
+    fake_uint(c, &failure, "remapped_rows.failure");
+    *v = id == NVML_FI_DEV_REMAPPED_COR       ? corr
+         : id == NVML_FI_DEV_REMAPPED_UNC     ? unc
+         : id == NVML_FI_DEV_REMAPPED_PENDING ? pending
+                                              : failure;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool is_absurd)
 {
     unsigned long long v;
     const char *key;
     int link;
+    nvmlReturn_t r;
     f->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    if (unknown_field(c, f->fieldId))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < sizeof k_call_fields / sizeof k_call_fields[0]; i++) {
+        if (k_call_fields[i].id != f->fieldId)
+            continue;
+        if ((r = fake_entry_fault(c, k_call_fields[i].sym)) != NVML_SUCCESS)
+            return r;
+        if (!fake_dev_u64(c, &v, "%s", k_call_fields[i].key))
+            return NVML_ERROR_NOT_SUPPORTED;
+        if (k_call_fields[i].flag)
+            v = v != 0;
+        if (k_call_fields[i].uint) {
+            f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            f->value.uiVal = (unsigned)v;
+        } else {
+            f->value.ullVal = v;
+        }
+        return NVML_SUCCESS;
+    }
     switch (f->fieldId) {
     case NVML_FI_DEV_MEMORY_TEMP:
         f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -391,10 +479,25 @@ static nvmlReturn_t field_value(const struct fake_call *c, nvmlFieldValue_t *f, 
         f->value.uiVal = (unsigned)(64 - __builtin_clzll(mask));
         return NVML_SUCCESS;
     }
-    case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
-        if (!fake_dev_u64(c, &v, "pcie.replay_counter"))
+    case NVML_FI_DEV_REMAPPED_COR:
+    case NVML_FI_DEV_REMAPPED_UNC:
+    case NVML_FI_DEV_REMAPPED_PENDING:
+    case NVML_FI_DEV_REMAPPED_FAILURE:
+        if ((r = fake_entry_fault(c, "nvmlDeviceGetRemappedRows")) != NVML_SUCCESS ||
+            (r = remapped_field(c, f->fieldId, &v)) != NVML_SUCCESS)
+            return r;
+        f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f->value.uiVal = (unsigned)v;
+        return NVML_SUCCESS;
+    case NVML_FI_DEV_NVLINK_GET_STATE:
+        /* nvlink.L.state: non-zero is NVML_NVLINK_STATE_ACTIVE, zero INACTIVE. */
+        if ((r = fake_entry_fault(c, "nvmlDeviceGetNvLinkState")) != NVML_SUCCESS)
+            return r;
+        if (f->scopeId >= FAKE_MAX_LINKS || !fake_dev_u64(c, &v, "nvlink.%u.state", f->scopeId))
             return NVML_ERROR_NOT_SUPPORTED;
-        break;
+        f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f->value.uiVal = v ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE;
+        return NVML_SUCCESS;
     /* RAW (data + protocol overhead) reads the same keys: the fake has no protocol overhead. */
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
     case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
@@ -409,6 +512,8 @@ static nvmlReturn_t field_value(const struct fake_call *c, nvmlFieldValue_t *f, 
     default:
         if (!nvlink_error_field(f->fieldId, &key, &link))
             return NVML_ERROR_NOT_SUPPORTED;
+        if ((r = fake_entry_fault(c, "nvmlDeviceGetNvLinkErrorCounter")) != NVML_SUCCESS)
+            return r;
         if (link < 0 ? !nvlink_total(c, key, &v) : !fake_dev_u64(c, &v, "nvlink.%d.%s", link, key))
             return NVML_ERROR_NOT_SUPPORTED;
         break;

@@ -32,6 +32,7 @@ from gpu_exporter.backends.base import (
     Request,
 )
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
+from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
 from gpu_exporter.backends.nvml.processes import ProcessReader
 from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
@@ -98,6 +99,7 @@ class NvmlBackend:
         self._by_index: dict[int, DeviceIdentity] = {}  # last discovery, for GPUs lost since
         self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
         self._processes = ProcessReader()
+        self._fields = FieldBatcher()
         self._listener: XidListener | None = None
         self._watch_events = False
         self._open = False
@@ -262,10 +264,23 @@ class NvmlBackend:
         reading = RawReading()
         rows = [spec for spec in request.specs if spec.nvml is not None]
         gpu = model.gpu(device.index, device.uuid)
-        self._read_into(reading, gpu, handle, [spec for spec in rows if "gpu" in spec.entities], request)
+        gpu_rows = [spec for spec in rows if "gpu" in spec.entities]
         link_rows = [spec for spec in rows if "nvlink" in spec.entities]
-        for link in device.nvlinks if link_rows else ():
-            self._read_into(reading, model.nvlink(device.index, device.uuid, link), handle, link_rows, request, link)
+        links = [
+            (link, model.nvlink(device.index, device.uuid, link)) for link in (device.nvlinks if link_rows else ())
+        ]
+        # One field-value call for the GPU and all its NVLinks.
+        wanted = [Wanted(gpu, spec) for spec in gpu_rows if request.asks(gpu.uid, spec.key)]
+        wanted += [
+            Wanted(entity, spec, link)
+            for link, entity in links
+            for spec in link_rows
+            if request.asks(entity.uid, spec.key)
+        ]
+        batch = self._batch(reading, gpu, handle, wanted)
+        self._read_into(reading, gpu, handle, gpu_rows, request, batch)
+        for link, entity in links:
+            self._read_into(reading, entity, handle, link_rows, request, batch, link)
         mig_rows = [spec for spec in rows if "mig" in spec.entities]
         instances = {}
         for slot, mig in enumerate(device.migs):
@@ -275,11 +290,28 @@ class NvmlBackend:
             instances[(mig.gpu_instance, mig.compute_instance)] = entity
             mig_handle = self._mig_handles.get((device.uuid, slot))
             if mig_handle is not None:
-                self._read_into(reading, entity, mig_handle, mig_rows, request)
+                mig_wanted = [Wanted(entity, spec) for spec in mig_rows if request.asks(entity.uid, spec.key)]
+                mig_batch = self._batch(reading, entity, mig_handle, mig_wanted)
+                self._read_into(reading, entity, mig_handle, mig_rows, request, mig_batch)
         process_rows = [spec for spec in rows if "process" in spec.entities]
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, process_rows, request)
         return reading
+
+    def _batch(
+        self, reading: RawReading, entity: Entity, handle: Handle, wanted: Sequence[Wanted]
+    ) -> dict[tuple[str, str], Outcome]:
+        """The one ``nvmlDeviceGetFieldValues`` of a handle; its time is shared among the values' collectors."""
+        started = time.perf_counter()
+        try:
+            outcomes, asked = self._fields.read(handle, wanted)
+        except pynvml.NVMLError_GpuIsLost as err:
+            raise DeviceLost(f"{entity.uid}: {err}") from err
+        if asked:
+            share = (time.perf_counter() - started) / len(asked)
+            for item in asked:
+                reading.spent(item.spec.collector, share)
+        return outcomes
 
     def _read_into(
         self,
@@ -288,9 +320,11 @@ class NvmlBackend:
         handle: Handle,
         specs: Sequence[MetricSpec],
         request: Request,
+        batch: dict[tuple[str, str], Outcome],
         link: int | None = None,
     ) -> None:
-        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``."""
+        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``;
+        values in ``batch`` came with the handle's field-value call."""
         structs: dict[str, Raw | Exception] = {}
         out = reading.raw.setdefault(entity, {})
         for spec in specs:
@@ -298,16 +332,32 @@ class NvmlBackend:
             assert source is not None  # filtered by read()
             if not request.asks(entity.uid, spec.key):
                 continue
-            read = (
+            read: Callable[[], float | None] = (
                 functools.partial(self._raw, handle, source, structs)
                 if link is None
                 else functools.partial(_link_raw, handle, link, source)
             )
+            key = (entity.uid, spec.key)
+            if key in batch:
+                read = functools.partial(self._batched, batch[key], key, read)
             started = time.perf_counter()
             raw = self._call(entity, spec, read, reading)
             reading.spent(spec.collector, time.perf_counter() - started)
             if raw is not None:
                 out[spec.key] = raw
+
+    def _batched(self, outcome: Outcome, key: tuple[str, str], single: Callable[[], float | None]) -> float | None:
+        """A value from the field-value call, or from its own call where the field was no use."""
+        if isinstance(outcome, float):
+            return outcome
+        if outcome is CALL:
+            return single()
+        if isinstance(outcome, pynvml.NVMLError_NotSupported) and self._fields.check_unsupported(key):
+            value = single()  # NOT_SUPPORTED here too: reported as unsupported by _call
+            self._fields.use_call(key)
+            return value
+        assert isinstance(outcome, pynvml.NVMLError)
+        raise outcome
 
     @staticmethod
     def _raw(handle: Handle, source: NvmlSource, structs: dict[str, Raw | Exception]) -> float | None:

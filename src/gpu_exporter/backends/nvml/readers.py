@@ -73,7 +73,7 @@ def text(value: object) -> str:
     return str(value)
 
 
-def _field_value(entry: Any) -> float:
+def field_value(entry: Any) -> float:
     """Decode one ``nvmlFieldValue_t`` union by its ``valueType``; raise its ``nvmlReturn``."""
     if entry.nvmlReturn != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(entry.nvmlReturn)
@@ -175,7 +175,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
 ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
     "nvmlDeviceGetTemperature": lambda h, _s: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
     "nvmlDeviceGetTemperatureThreshold": lambda h, s: pynvml.nvmlDeviceGetTemperatureThreshold(h, _THRESHOLDS[s]),
-    "nvmlDeviceGetFieldValues": lambda h, s: _field_value(pynvml.nvmlDeviceGetFieldValues(h, [_FIELD_IDS[s]])[0]),
+    "nvmlDeviceGetFieldValues": lambda h, s: field_value(pynvml.nvmlDeviceGetFieldValues(h, [_FIELD_IDS[s]])[0]),
     "nvmlDeviceGetClockInfo": lambda h, s: pynvml.nvmlDeviceGetClockInfo(h, _CLOCKS[s]),
     "nvmlDeviceGetMaxClockInfo": lambda h, s: pynvml.nvmlDeviceGetMaxClockInfo(h, _CLOCKS[s]),
     "nvmlDeviceGetPcieThroughput": lambda h, s: pynvml.nvmlDeviceGetPcieThroughput(h, _PCIE_COUNTERS[s]),
@@ -188,7 +188,7 @@ ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
 # Per-NVLink calls: (handle, link, selector) → raw value.
 LINK_READERS: dict[str, Callable[[Handle, int, str], float]] = {
     "nvmlDeviceGetNvLinkState": lambda h, link, _s: pynvml.nvmlDeviceGetNvLinkState(h, link),
-    "nvmlDeviceGetFieldValues": lambda h, link, s: _field_value(
+    "nvmlDeviceGetFieldValues": lambda h, link, s: field_value(
         pynvml.nvmlDeviceGetFieldValues(h, [(_LINK_FIELD_IDS[s], link)])[0]
     ),
     "nvmlDeviceGetNvLinkErrorCounter": lambda h, link, s: pynvml.nvmlDeviceGetNvLinkErrorCounter(

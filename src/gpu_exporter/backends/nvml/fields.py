@@ -1,0 +1,155 @@
+"""Field values: every catalogue NVML source that NVML also offers as a field, read in one
+``nvmlDeviceGetFieldValues`` call per handle per read.
+
+Each entry carries its own ``nvmlReturn``, so one unsupported field never spoils the batch. Where a
+field is of no use on this driver (the id is unknown: ``INVALID_ARGUMENT``; the function is missing;
+the handle takes no field values, as MIG handles), the value is read with its own call from then on,
+remembered per (entity, row). ``NOT_SUPPORTED`` on an entry is checked once against the single call
+(some fields, such as the 1 s power average, exist on fewer GPUs than their call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import pynvml
+
+from gpu_exporter.backends.nvml.readers import Handle, field_value
+from gpu_exporter.catalogue import MetricSpec, NvmlSource
+from gpu_exporter.model import Entity
+
+# Device-level sources → field id. Units are the call's: mW, mJ, ns, counts, 0/1.
+DEVICE_FIELDS: dict[tuple[str, str], int] = {
+    ("nvmlDeviceGetFieldValues", "memory_temperature"): pynvml.NVML_FI_DEV_MEMORY_TEMP,
+    # nvmlDeviceGetPowerUsage is the 1 s average on Ampere (except GA100) and newer; elsewhere the
+    # field answers NOT_SUPPORTED and the call (instantaneous there) is used instead.
+    ("nvmlDeviceGetPowerUsage", ""): pynvml.NVML_FI_DEV_POWER_AVERAGE,
+    ("nvmlDeviceGetEnforcedPowerLimit", ""): pynvml.NVML_FI_DEV_POWER_CURRENT_LIMIT,
+    ("nvmlDeviceGetPowerManagementDefaultLimit", ""): pynvml.NVML_FI_DEV_POWER_DEFAULT_LIMIT,
+    ("nvmlDeviceGetTotalEnergyConsumption", ""): pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+    ("nvmlDeviceGetPcieReplayCounter", ""): pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
+    ("nvmlDeviceGetEccMode", "current"): pynvml.NVML_FI_DEV_ECC_CURRENT,
+    ("nvmlDeviceGetTotalEccErrors", "corrected_volatile"): pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
+    ("nvmlDeviceGetTotalEccErrors", "uncorrected_volatile"): pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+    ("nvmlDeviceGetTotalEccErrors", "corrected_aggregate"): pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL,
+    ("nvmlDeviceGetTotalEccErrors", "uncorrected_aggregate"): pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL,
+    ("nvmlDeviceGetRetiredPages", "multiple_single_bit"): pynvml.NVML_FI_DEV_RETIRED_SBE,
+    ("nvmlDeviceGetRetiredPages", "double_bit"): pynvml.NVML_FI_DEV_RETIRED_DBE,
+    ("nvmlDeviceGetRetiredPagesPendingStatus", ""): pynvml.NVML_FI_DEV_RETIRED_PENDING,
+    ("nvmlDeviceGetRemappedRows", "correctable"): pynvml.NVML_FI_DEV_REMAPPED_COR,
+    ("nvmlDeviceGetRemappedRows", "uncorrectable"): pynvml.NVML_FI_DEV_REMAPPED_UNC,
+    ("nvmlDeviceGetRemappedRows", "pending"): pynvml.NVML_FI_DEV_REMAPPED_PENDING,
+    ("nvmlDeviceGetRemappedRows", "failure"): pynvml.NVML_FI_DEV_REMAPPED_FAILURE,
+    ("nvmlDeviceGetViolationStatus", "power"): pynvml.NVML_FI_DEV_PERF_POLICY_POWER,
+    ("nvmlDeviceGetViolationStatus", "thermal"): pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL,
+    ("nvmlDeviceGetViolationStatus", "sync_boost"): pynvml.NVML_FI_DEV_PERF_POLICY_SYNC_BOOST,
+    ("nvmlDeviceGetViolationStatus", "board_limit"): pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT,
+    ("nvmlDeviceGetViolationStatus", "low_utilization"): pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION,
+    ("nvmlDeviceGetViolationStatus", "reliability"): pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY,
+}
+
+# Per-lane NVLink error counters have one id per link for links 0-11 (L0-L5 and L6-L11 are two
+# runs of ids); links 12 and up keep nvmlDeviceGetNvLinkErrorCounter.
+_LANE_FIELDS: dict[str, tuple[int, ...]] = {
+    selector: tuple(getattr(pynvml, f"NVML_FI_DEV_NVLINK_{name}_ERROR_COUNT_L{lane}") for lane in range(12))
+    for selector, name in (("crc_data", "CRC_DATA"), ("replay", "REPLAY"), ("recovery", "RECOVERY"))
+}
+# Per-link fields with scopeId = link.
+_SCOPED_LINK_FIELDS: dict[tuple[str, str], int] = {
+    ("nvmlDeviceGetFieldValues", "nvlink_tx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+    ("nvmlDeviceGetFieldValues", "nvlink_rx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+    ("nvmlDeviceGetNvLinkState", ""): pynvml.NVML_FI_DEV_NVLINK_GET_STATE,
+}
+_NVLINK_STATE = {pynvml.NVML_NVLINK_STATE_INACTIVE: 0.0, pynvml.NVML_NVLINK_STATE_ACTIVE: 1.0}
+# Entry answers that mean "this field is no use here": ask the single call, from now on.
+_NO_FIELD = (pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
+def field_of(source: NvmlSource, link: int | None) -> tuple[int, int] | None:
+    """(field id, scopeId) of a source, or None where NVML has no field for it."""
+    key = (source.call, source.selector)
+    if link is None:
+        field_id = DEVICE_FIELDS.get(key)
+        return None if field_id is None else (field_id, 0)
+    if key in _SCOPED_LINK_FIELDS:
+        return _SCOPED_LINK_FIELDS[key], link
+    lanes = _LANE_FIELDS.get(source.selector) if source.call == "nvmlDeviceGetNvLinkErrorCounter" else None
+    return (lanes[link], 0) if lanes is not None and link < len(lanes) else None
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One value to fetch: for ``entity`` the row ``spec``, on NVLink ``link`` when not None."""
+
+    entity: Entity
+    spec: MetricSpec
+    link: int | None = None
+
+
+# What a batch says about one value: a raw value, an entry's error, or CALL (ask the single call).
+CALL = object()
+Outcome: TypeAlias = object  # float | pynvml.NVMLError | CALL (pynvml is untyped)
+
+
+class FieldBatcher:
+    """Builds and decodes the one field-value call per handle; remembers which (entity, row) pairs
+    must use their own call. Runs on sampler worker threads: one device's reads at a time."""
+
+    def __init__(self) -> None:
+        self._use_call: set[tuple[str, str]] = set()  # (entity uid, row key)
+        self._checked: set[tuple[str, str]] = set()  # NOT_SUPPORTED already checked against the call
+
+    def read(self, handle: Handle, wanted: Sequence[Wanted]) -> tuple[dict[tuple[str, str], Outcome], list[Wanted]]:
+        """Outcomes by (entity uid, row key) for every wanted value NVML offers as a field, and the
+        number of entries asked (0: no call made). Raises the whole call's NVMLError (GPU lost,
+        ...) except a missing function or a handle without field values, which fall back."""
+        entries: list[tuple[Wanted, tuple[int, int]]] = []
+        for item in wanted:
+            source = item.spec.nvml
+            assert source is not None
+            field = field_of(source, item.link)
+            if field is not None and (item.entity.uid, item.spec.key) not in self._use_call:
+                entries.append((item, field))
+        if not entries:
+            return {}, []
+        asked = [item for item, _field in entries]
+        try:
+            values = pynvml.nvmlDeviceGetFieldValues(handle, [(fid, scope) for _item, (fid, scope) in entries])
+        except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_NotSupported, pynvml.NVMLLibraryMismatchError):
+            self._use_call.update((item.entity.uid, item.spec.key) for item in asked)
+            return {}, asked
+        except pynvml.NVMLError_GpuIsLost:
+            raise
+        except pynvml.NVMLError as err:  # the whole call failed: every value it carried did
+            return {(item.entity.uid, item.spec.key): err for item in asked}, asked
+        out: dict[tuple[str, str], Outcome] = {}
+        for (item, (field_id, _scope)), entry in zip(entries, values, strict=True):
+            key = (item.entity.uid, item.spec.key)
+            if entry.nvmlReturn in _NO_FIELD:
+                self._use_call.add(key)
+                out[key] = CALL
+                continue
+            try:
+                value = field_value(entry)
+            except pynvml.NVMLError as err:
+                out[key] = err
+                continue
+            if field_id == pynvml.NVML_FI_DEV_NVLINK_GET_STATE:
+                # Sleep and "active, traffic disabled" are not in the call's vocabulary: ask it.
+                out[key] = _NVLINK_STATE.get(int(value), CALL)
+            else:
+                out[key] = value
+        return out, asked
+
+    def check_unsupported(self, key: tuple[str, str]) -> bool:
+        """True the first time an entry answers NOT_SUPPORTED for ``key``: ask the single call once."""
+        if key in self._checked:
+            return False
+        self._checked.add(key)
+        return True
+
+    def use_call(self, key: tuple[str, str]) -> None:
+        """The single call answered where the field did not: use it from now on."""
+        self._use_call.add(key)

@@ -1,0 +1,53 @@
+"""NVML calls per GPU per interval, counted with the fake's trace (FAKE_NVML_TRACE).
+
+The exporter samples at 1 s on the 4-GPU H100 scenario (NVLink collector on); the trace is cut
+after start-up (discovery and the first, every-row cycle) and counted over the following cycles.
+One ``nvmlDeviceGetUtilizationRates`` per GPU per cycle marks the cycles. A regression in batching
+(a value read with its own call where NVML offers it as a field) fails here.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+
+from tests.harness import SCENARIOS, start
+
+#: Per GPU per steady 1 s interval. Before batching (one call per value and selector): 32.5.
+MAX_CALLS_PER_GPU = 17.5
+FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldValues
+
+
+def _per_gpu_calls(lines: list[str]) -> dict[str, collections.Counter[str]]:
+    per_gpu: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for line in lines:
+        symbol, _, gpu = line.partition(" ")
+        if gpu.startswith("gpu") and not symbol.startswith("nvmlEventSetWait"):
+            per_gpu[gpu][symbol] += 1
+    return per_gpu
+
+
+def test_calls_per_gpu_per_interval(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1s", "--collector.nvlink",
+        trace=True, wait_for="/readyz",
+    )  # fmt: skip
+    try:
+        assert exporter.trace_path is not None
+        time.sleep(1.5)
+        exporter.trace_path.write_bytes(b"")  # the fake appends (O_APPEND): later calls land in the empty file
+        time.sleep(4.2)
+        lines = exporter.trace_path.read_text().splitlines()
+    finally:
+        exporter.stop()
+    per_gpu = _per_gpu_calls(lines)
+    assert sorted(per_gpu) == ["gpu0", "gpu1", "gpu2", "gpu3"], per_gpu
+    for gpu, symbols in per_gpu.items():
+        cycles = symbols["nvmlDeviceGetUtilizationRates"]
+        assert cycles >= 3, (gpu, symbols)
+        per_interval = sum(symbols.values()) / cycles
+        report = ", ".join(f"{name} {count / cycles:g}" for name, count in symbols.most_common())
+        print(f"{gpu}: {per_interval:.1f} NVML calls per interval ({report})")
+        assert symbols["nvmlDeviceGetFieldValues"] / cycles <= FIELD_CALLS_PER_GPU, report
+        assert per_interval <= MAX_CALLS_PER_GPU, report

@@ -51,3 +51,37 @@ def test_calls_per_gpu_per_interval(fakenvml_dir: Path, tmp_path: Path) -> None:
         print(f"{gpu}: {per_interval:.1f} NVML calls per interval ({report})")
         assert symbols["nvmlDeviceGetFieldValues"] / cycles <= FIELD_CALLS_PER_GPU, report
         assert per_interval <= MAX_CALLS_PER_GPU, report
+
+
+def test_unknown_field_falls_back_and_unsupported_spoils_nothing(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """gpu3's driver does not know the power-average field id: power comes from its own call, every
+    cycle, and the batch still serves the rest. gpu2's ECC totals are not supported: checked once
+    against the call, then left to the memo, while the other fields of its batch keep their values."""
+    scenario = tmp_path / "scenario.scn"
+    scenario.write_text(
+        (SCENARIOS / "h100x4.scn").read_text()
+        + "gpu3.fields.unknown = 185\ngpu2.error.nvmlDeviceGetTotalEccErrors = NOT_SUPPORTED\n"
+    )
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s", trace=True, wait_for="/readyz"
+    )  # fmt: skip
+    try:
+        assert exporter.trace_path is not None
+        time.sleep(1.5)
+        exporter.trace_path.write_bytes(b"")
+        time.sleep(3.2)
+        lines = exporter.trace_path.read_text().splitlines()
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    per_gpu = _per_gpu_calls(lines)
+    cycles = per_gpu["gpu3"]["nvmlDeviceGetUtilizationRates"]
+    assert cycles >= 2
+    assert per_gpu["gpu3"]["nvmlDeviceGetPowerUsage"] == cycles  # the fallback, remembered
+    assert per_gpu["gpu3"]["nvmlDeviceGetFieldValues"] == cycles  # ... and the batch for the rest
+    assert per_gpu["gpu0"]["nvmlDeviceGetPowerUsage"] == 0
+    assert per_gpu["gpu2"]["nvmlDeviceGetTotalEccErrors"] == 0  # unsupported: not asked again each cycle
+    assert 'gpu_power_watts{gpu="3",uuid="GPU-4a1e0c2d-3b7f-4c3a-9e21-5d8f6a0b1c33"} 699.999' in text
+    assert 'gpu_ecc_errors_total{counter="volatile",gpu="2"' not in text
+    assert 'gpu_clock_throttle_seconds_total{gpu="2",reason="low_utilization",' in text
+    assert 'gpu_power_watts{gpu="2",' in text

@@ -111,3 +111,20 @@ def test_no_kubelet_is_not_fatal(fakenvml_dir: Path, tmp_path: Path) -> None:
         assert "gpu_allocation_info" not in parsed
     finally:
         exporter.stop()
+
+
+def test_the_first_answer_counts_even_before_the_gpus_are_known(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet
+) -> None:
+    """The kubelet's first answer arrives before the first cycle has enumerated the GPUs; its device
+    ids are resolved when joined, not dropped until the next refresh (default 10 s)."""
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms", "--kubernetes",
+        "--kubernetes.pod-resources-socket", kubelet.socket_path,
+    )  # fmt: skip
+    try:
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="viz-1") == 1, timeout=5)
+        assert value(parsed, "gpu_allocation_info", gpu="0", pod="trainer-0") == 1
+        assert kubelet.calls == 1
+    finally:
+        exporter.stop()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gpu_exporter import model
-from gpu_exporter.attribution.deviceids import GpuIds
+from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.procfs import ProcessNames
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
@@ -38,6 +38,8 @@ class PodAllocation(Protocol):
     def gpu_uuid(self) -> str: ...
     @property
     def mig_uuid(self) -> str: ...
+    @property
+    def device_id(self) -> str: ...
 
 
 class KubeletState(Protocol):
@@ -119,11 +121,15 @@ class Attributor:
         for holder, jobs in self._hpc_parents(device, parents):
             for job_id in jobs:
                 allocations.setdefault(model.job(holder, "hpc_job", job_id), {})
+        ids = known_gpus_of(device)
         for allocation in self._kubelet.current().allocations if self._kubelet is not None else ():
-            if allocation.gpu_uuid != device.uuid:
+            gpu_uuid, mig_uuid = allocation.gpu_uuid, allocation.mig_uuid
+            if not gpu_uuid:  # answered before this GPU was known (the first refresh): resolve now
+                gpu_uuid, mig_uuid = resolve(allocation.device_id, ids)
+            if gpu_uuid != device.uuid:
                 continue
-            holder = next((p for p in parents.values() if p.kind == "mig" and p.uid == allocation.mig_uuid), gpu)
-            if allocation.mig_uuid and holder is gpu:
+            holder = next((p for p in parents.values() if p.kind == "mig" and p.uid == mig_uuid), gpu)
+            if mig_uuid and holder is gpu:
                 continue  # an instance this read did not see: no guess
             allocations.setdefault(model.pod(holder, allocation.namespace, allocation.pod, allocation.container), {})
         out.update(allocations)
@@ -173,3 +179,8 @@ def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:
         )
         for d in devices
     ]
+
+
+def known_gpus_of(device: DeviceIdentity) -> list[GpuIds]:
+    """One GPU's ids as :func:`~gpu_exporter.attribution.deviceids.resolve` wants them."""
+    return [(device.index, device.uuid, tuple((m.gpu_instance, m.compute_instance, m.uuid) for m in device.migs))]

@@ -1,4 +1,5 @@
-"""The ASGI application: ``/metrics``, ``/``, ``/healthz`` and ``/readyz`` on starlette.
+"""The ASGI application: ``/metrics``, the status page ``/`` and its JSON ``/api/v1/status``,
+``/healthz`` and ``/readyz`` on starlette.
 
 Handlers never call a GPU library: they read the sampler's latest snapshot. The lifespan owns
 the backend and the sampler (start, wait boundedly for the first cycle, stop).
@@ -7,19 +8,18 @@ the backend and the sampler (start, wait boundedly for the first cycle, stop).
 from __future__ import annotations
 
 import contextlib
-import html
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gpu_exporter import __version__
 from gpu_exporter.attribution.join import attributor_for, known_gpus
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
@@ -29,6 +29,9 @@ from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import choose
 from gpu_exporter.sampler import STALE_INTERVALS, Sampler
+from gpu_exporter.status import page
+from gpu_exporter.status.history import History, Recorder
+from gpu_exporter.status.view import status
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,8 @@ def create_app(
     """Build the app; the backend is created and opened only when the lifespan starts. With
     ``compat`` (a counters list) snapshots are rendered under dcgm-exporter's names."""
     holder: dict[str, Sampler] = {}
+    history = History()
+    hostname = os.environ.get("NODE_NAME") or socket.gethostname()
 
     def sampler() -> Sampler:
         return holder["sampler"]
@@ -59,10 +64,10 @@ def create_app(
         watch_events = "xid" in settings.collectors
         renderer = None
         if compat is not None:
-            hostname = os.environ.get("NODE_NAME") or socket.gethostname()
-            renderer = compat_renderer(
-                plan(compat, specs, backend.name, watch_events, hostname, settings.hostname_label)
+            compat_plan = plan(
+                compat, specs, backend.name, watch_events, hostname, settings.hostname_label, settings.dcgm_exporter
             )
+            renderer = compat_renderer(compat_plan)
         attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
@@ -73,9 +78,12 @@ def create_app(
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
         await anyio.to_thread.run_sync(running.first_cycle_done.wait, settings.collect_interval + 5.0)
+        recorder = Recorder(history, lambda: running.snapshot, min(max(settings.collect_interval, 1.0), 5.0))
+        recorder.start()
         try:
             yield
         finally:
+            await anyio.to_thread.run_sync(recorder.stop)
             await anyio.to_thread.run_sync(running.stop)
             await anyio.to_thread.run_sync(attributor.stop)
 
@@ -90,6 +98,13 @@ def create_app(
             headers["Content-Encoding"] = "gzip"
         return Response(body, headers=headers, media_type=content_type)
 
+    async def health(_request: Request) -> Response:
+        """dcgm-exporter's probe path (NVIDIA's Helm chart probes it): 200 "OK", or 503 "KO"."""
+        headers = {"X-Content-Type-Options": "nosniff"}
+        if sampler().alive():
+            return PlainTextResponse("OK", headers=headers)
+        return PlainTextResponse("KO", status_code=503, headers=headers)
+
     async def healthz(_request: Request) -> Response:
         if sampler().alive():
             return PlainTextResponse("ok\n")
@@ -101,12 +116,26 @@ def create_app(
             return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
         return PlainTextResponse("ready\n")
 
-    async def landing(_request: Request) -> Response:
-        return HTMLResponse(landing_page(sampler(), settings))
+    def current() -> dict[str, object]:
+        snapshot = sampler().snapshot
+        history.record(snapshot)
+        age = max(0.0, time.monotonic() - snapshot.taken_at)
+        return status(snapshot, hostname, age, history.last_xids, history.of)
+
+    async def landing(request: Request) -> Response:
+        headers = {"Cache-Control": "no-store"}
+        if request.query_params.get("fragment") == "cards":
+            return HTMLResponse(page.cards_html(current()), headers=headers)
+        return HTMLResponse(page.page(current(), settings.telemetry_path), headers=headers)
+
+    async def api_status(_request: Request) -> Response:
+        return JSONResponse(current(), headers={"Cache-Control": "no-store"})
 
     routes = [
         Route(settings.telemetry_path, metrics, methods=["GET"]),
         Route("/", landing, methods=["GET"]),
+        Route("/api/v1/status", api_status, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
@@ -125,27 +154,3 @@ def not_ready_reason(sampler: Sampler, interval: float, ready_without_gpus: bool
     if snapshot.sampled_gpus == 0:
         return f"no GPU sampled successfully in the last {STALE_INTERVALS * interval:g}s"
     return ""
-
-
-def landing_page(sampler: Sampler, settings: Settings) -> str:
-    """A small HTML page: version, backend, GPUs and links."""
-    snapshot = sampler.snapshot
-    stats = snapshot.stats
-    rows = "".join(
-        f"<tr><td>{device.identity.index}</td><td>{html.escape(device.identity.name)}</td>"
-        f"<td><code>{html.escape(device.identity.uuid)}</code></td>"
-        f"<td>{'up' if device.up else 'LOST'}{' (stalled)' if device.stalled else ''}</td></tr>"
-        for device in snapshot.devices
-    )
-    path = html.escape(settings.telemetry_path)
-    state = "up" if stats.backend_up else f"down ({html.escape(stats.backend_reason)})"
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>gpu-exporter</title></head><body>"
-        f"<h1>gpu-exporter {html.escape(__version__)}</h1>"
-        f"<p>Backend: {html.escape(stats.backend)}, {state}. "
-        f"Driver {html.escape(snapshot.host.driver_version or 'unknown')}. "
-        f"Sampling every {settings.collect_interval:g}s.</p>"
-        f"<table><tr><th>GPU</th><th>Name</th><th>UUID</th><th>State</th></tr>{rows}</table>"
-        f"<p><a href='{path}'>Metrics</a> · <a href='/healthz'>Health</a> · <a href='/readyz'>Readiness</a></p>"
-        "</body></html>"
-    )

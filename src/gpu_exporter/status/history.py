@@ -1,0 +1,85 @@
+"""A bounded in-memory trail of utilization, power and temperature per card, for sparklines.
+
+:meth:`History.record` takes each new snapshot once (by its ``taken_at``); each card keeps at most
+``points`` values of each series (``None`` where a cycle had no sample), and cards not seen for
+that many snapshots are forgotten, so memory stays bounded whatever comes and goes. It also notes
+which Xid code's count rose last per GPU, since the exposition's counts alone do not say.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from gpu_exporter.snapshot import Snapshot
+from gpu_exporter.status.view import cards, xid_state
+
+SERIES = ("utilization_ratio", "power_watts", "temperature_celsius")
+#: Points kept per series: ten minutes at a 5 s interval; at most this many whatever the interval.
+DEFAULT_POINTS = 120
+
+
+class History:
+    """Recent values by card uid; safe to record from one thread while others read."""
+
+    def __init__(self, points: int = DEFAULT_POINTS) -> None:
+        self.points = points
+        self._lock = threading.Lock()
+        self._series: dict[str, dict[str, deque[float | None]]] = {}
+        self._last_seen: dict[str, int] = {}
+        self._taken_at: float | None = None
+        self._count = 0
+        self._xid_counts: dict[str, dict[int, int]] = {}
+        self.last_xids: dict[str, int] = {}
+
+    def record(self, snapshot: Snapshot) -> None:
+        """Add the snapshot's values unless it was already recorded."""
+        with self._lock:
+            if snapshot.taken_at == self._taken_at:
+                return
+            self._taken_at = snapshot.taken_at
+            self._count += 1
+            for uuid, entry in xid_state(snapshot.rendered.text).items():
+                before = self._xid_counts.get(uuid, {})
+                rose = [code for code, n in entry["counts"].items() if n > before.get(code, 0)]
+                if len(rose) == 1 or (rose and uuid not in self._xid_counts):
+                    self.last_xids[uuid] = rose[-1] if len(rose) == 1 else self.last_xids.get(uuid, rose[-1])
+                self._xid_counts[uuid] = dict(entry["counts"])
+            for card in cards(snapshot, self.last_xids):
+                trail = self._series.setdefault(card["uid"], {name: deque(maxlen=self.points) for name in SERIES})
+                for name in SERIES:
+                    trail[name].append(card[name])
+                self._last_seen[card["uid"]] = self._count
+            for uid in [uid for uid, seen in self._last_seen.items() if self._count - seen >= self.points]:
+                del self._series[uid], self._last_seen[uid]
+
+    def of(self, uid: str) -> dict[str, list[float | None]]:
+        """The card's series, oldest first (empty lists when it was never recorded)."""
+        with self._lock:
+            trail = self._series.get(uid)
+            return {name: list(trail[name]) if trail else [] for name in SERIES}
+
+
+class Recorder:
+    """A daemon thread that records the sampler's latest snapshot every ``period`` seconds."""
+
+    def __init__(self, history: History, latest: Callable[[], Snapshot], period: float) -> None:
+        self._history = history
+        self._latest = latest
+        self._period = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="status-history", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._history.record(self._latest())
+            self._stop.wait(self._period)

@@ -1,0 +1,249 @@
+"""A snapshot as cards: one per GPU and one per MIG instance, plain data ready for JSON.
+
+Every value is in the catalogue's base units (ratios, bytes, watts, hertz, degrees Celsius) and is
+``None`` where the snapshot has no sample: absence stays absence, never 0. ``problems`` lists in
+words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, ECC, row remapping).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES
+from gpu_exporter.model import Entity
+from gpu_exporter.snapshot import DeviceView, Snapshot
+
+Card = dict[str, Any]
+
+#: Clock-event reasons in the words nvidia-smi's readers know.
+REASON_WORDS: dict[str, str] = {
+    "gpu_idle": "idle",
+    "applications_clocks": "application clocks setting",
+    "power_cap": "power cap",
+    "hw_slowdown": "HW slowdown",
+    "sync_boost": "sync boost",
+    "sw_thermal": "SW thermal slowdown",
+    "hw_thermal": "HW thermal slowdown",
+    "hw_power_brake": "HW power brake",
+    "display_clocks": "display clocks setting",
+}
+#: Reasons that are a throttle worth highlighting (idle and settings are not).
+THROTTLES = frozenset({"power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+#: A GPU this close to its slowdown threshold (degrees Celsius) is highlighted as hot.
+HOT_MARGIN_CELSIUS = 10.0
+
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _get(values: Mapping[str, float], key: str) -> float | None:
+    value = values.get(key)
+    return None if value is None else float(value)
+
+
+def _labels(entity: Entity) -> dict[str, str]:
+    return dict(entity.labels)
+
+
+def xid_state(text: bytes) -> dict[str, dict[str, Any]]:
+    """Xid counts by code and the last Xid's Unix time, by GPU uuid, read from the snapshot's
+    exposition (``gpu_xid_errors_total``, ``gpu_xid_last_timestamp_seconds``; native names only)."""
+    state: dict[str, dict[str, Any]] = {}
+    for line in text.decode("utf-8", "replace").splitlines():
+        if line.startswith("gpu_xid_errors_total{"):
+            name = "counts"
+        elif line.startswith("gpu_xid_last_timestamp_seconds{"):
+            name = "last_at"
+        else:
+            continue
+        head, _, number = line.rpartition(" ")
+        labels = dict(_LABEL.findall(head))
+        entry = state.setdefault(labels.get("uuid", ""), {"counts": {}, "last_at": None})
+        value = float(number)
+        if name == "last_at":
+            entry["last_at"] = value
+        elif value > 0:
+            entry["counts"][int(labels.get("xid", "0"))] = int(value)
+    return state
+
+
+def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for entity, values in device.samples.items():
+        if entity.kind != "process" or dict(entity.info).get("parent") != parent.uid:
+            continue
+        labels = _labels(entity)
+        rows.append(
+            {
+                "pid": labels.get("pid", ""),
+                "name": labels.get("process", ""),
+                "user": labels.get("user", ""),
+                "memory_used_bytes": _get(values, "gpu_process_memory_used_bytes"),
+                "sm_utilization_ratio": _get(values, "gpu_process_sm_utilization_ratio"),
+                "processes": _get(values, "gpu_processes"),
+                "namespace": labels.get("namespace", ""),
+                "pod": labels.get("pod", ""),
+                "container": labels.get("container", ""),
+                "job": labels.get("slurm_job", "") or labels.get("hpc_job", ""),
+            }
+        )
+    rows.sort(key=lambda row: -(row["memory_used_bytes"] or 0.0))
+    return rows
+
+
+def _allocations(device: DeviceView, parent: Entity) -> list[str]:
+    """Pods and jobs allocated to ``parent``, as ``namespace/pod/container`` or ``job 77``."""
+    found = []
+    for entity in device.samples:
+        if entity.kind not in ("pod", "job") or dict(entity.info).get("parent") != parent.uid:
+            continue
+        labels = _labels(entity)
+        if entity.kind == "pod":
+            found.append(f"{labels.get('namespace', '')}/{labels.get('pod', '')}/{labels.get('container', '')}")
+        else:
+            job = labels.get("slurm_job") or labels.get("hpc_job") or ""
+            found.append(f"job {job}")
+    return found
+
+
+def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title: str) -> Card:
+    reasons = [
+        name for name, _bit in CLOCK_EVENT_REASONS if values.get(f"gpu_clock_event_active{{reason={name}}}", 0.0) > 0
+    ]
+    card: Card = {
+        "kind": entity.kind,
+        "uid": entity.uid,
+        "index": device.identity.index,
+        "uuid": device.identity.uuid,
+        "title": title,
+        "name": device.identity.name,
+        "state": "lost" if not device.up else "stalled" if device.stalled else "up",
+        "labels": _labels(entity),
+        "utilization_ratio": _get(values, "gpu_utilization_ratio"),
+        "memory_used_bytes": _get(values, "gpu_memory_used_bytes"),
+        "memory_total_bytes": _get(values, "gpu_memory_total_bytes"),
+        "temperature_celsius": _get(values, "gpu_temperature_celsius"),
+        "temperature_slowdown_celsius": _get(values, "gpu_temperature_slowdown_threshold_celsius"),
+        "power_watts": _get(values, "gpu_power_watts"),
+        "power_limit_watts": _get(values, "gpu_power_limit_watts"),
+        "sm_clock_hertz": _get(values, "gpu_sm_clock_hertz"),
+        "sm_clock_max_hertz": _get(values, "gpu_sm_clock_max_hertz"),
+        "memory_clock_hertz": _get(values, "gpu_memory_clock_hertz"),
+        "memory_clock_max_hertz": _get(values, "gpu_memory_clock_max_hertz"),
+        "pcie_generation": _get(values, "gpu_pcie_link_generation"),
+        "pcie_generation_max": _get(values, "gpu_pcie_link_generation_max"),
+        "pcie_width": _get(values, "gpu_pcie_link_width"),
+        "pcie_width_max": _get(values, "gpu_pcie_link_width_max"),
+        "clock_events": [REASON_WORDS.get(name, name) for name in reasons],
+        "throttled": [REASON_WORDS.get(name, name) for name in reasons if name in THROTTLES],
+        "ecc_enabled": _get(values, "gpu_ecc_mode_enabled"),
+        "ecc_uncorrected_volatile": _get(values, "gpu_ecc_errors_total{type=uncorrected,counter=volatile}"),
+        "ecc_corrected_volatile": _get(values, "gpu_ecc_errors_total{type=corrected,counter=volatile}"),
+        "row_remap_pending": _get(values, "gpu_row_remap_pending"),
+        "row_remap_failed": _get(values, "gpu_row_remap_failed"),
+        "processes": _processes(device, entity),
+        "allocations": _allocations(device, entity),
+        "xid": None,
+    }
+    return card
+
+
+def _problems(card: Card) -> list[str]:
+    problems: list[str] = []
+    if card["state"] == "lost":
+        problems.append("lost: the GPU stopped answering")
+    elif card["state"] == "stalled":
+        problems.append("stalled: its last read has not returned")
+    temp, slowdown = card["temperature_celsius"], card["temperature_slowdown_celsius"]
+    if temp is not None and slowdown is not None and temp >= slowdown - HOT_MARGIN_CELSIUS:
+        problems.append(f"hot: {temp:g} °C, slowdown at {slowdown:g} °C")
+    if card["throttled"]:
+        problems.append("throttled: " + ", ".join(card["throttled"]))
+    width, width_max = card["pcie_width"], card["pcie_width_max"]
+    if width is not None and width_max is not None and width < width_max:
+        problems.append(f"degraded PCIe link: x{width:g} of x{width_max:g}")
+    gen, gen_max, util = card["pcie_generation"], card["pcie_generation_max"], card["utilization_ratio"]
+    if gen is not None and gen_max is not None and gen < gen_max and util is not None and util >= 0.5:
+        problems.append(f"degraded PCIe link: Gen{gen:g} of Gen{gen_max:g} while busy")
+    if card["ecc_uncorrected_volatile"]:
+        problems.append(f"uncorrected ECC errors: {card['ecc_uncorrected_volatile']:g} since the driver loaded")
+    if card["row_remap_pending"]:
+        problems.append("row remapping pending: reset the GPU")
+    if card["row_remap_failed"]:
+        problems.append("row remapping failed: replace the GPU")
+    xid = card["xid"]
+    if xid and xid["total"]:
+        last = xid["last"]
+        problems.append(f"Xid {last}: {xid['description']}" if last is not None else f"{xid['total']} Xid errors")
+    return problems
+
+
+def _xid(entry: Mapping[str, Any] | None, last_code: int | None) -> dict[str, Any]:
+    counts: dict[int, int] = dict(entry["counts"]) if entry else {}
+    if last_code is None and len(counts) == 1:
+        last_code = next(iter(counts))
+    known = XID_CODES.get(last_code) if last_code is not None else None
+    return {
+        "total": sum(counts.values()),
+        "counts": {str(code): n for code, n in sorted(counts.items())},
+        "last": last_code,
+        "last_at": entry["last_at"] if entry else None,
+        "description": known.description if known else ("not in the Xid table" if last_code is not None else ""),
+    }
+
+
+def cards(snapshot: Snapshot, last_xids: Mapping[str, int] | None = None) -> list[Card]:
+    """One card per GPU, followed by one per MIG instance of it; ``last_xids`` (code by GPU uuid)
+    says which Xid came last where the exposition's counts alone cannot tell."""
+    xids = xid_state(snapshot.rendered.text)
+    events_on = b"gpu_xid_errors_total" in snapshot.rendered.text
+    out: list[Card] = []
+    for device in snapshot.devices:
+        entity = device.entity
+        card = _card(device, entity, device.values, f"GPU {device.identity.index}")
+        if events_on:
+            card["xid"] = _xid(xids.get(device.identity.uuid), (last_xids or {}).get(device.identity.uuid))
+        card["problems"] = _problems(card)
+        out.append(card)
+        for mig_entity, values in device.samples.items():
+            if mig_entity.kind != "mig":
+                continue
+            labels = _labels(mig_entity)
+            title = (
+                f"GPU {device.identity.index} MIG {labels.get('profile', '')} "
+                f"(GI {labels.get('gpu_instance', '')}, CI {labels.get('compute_instance', '')})"
+            )
+            mig_card = _card(device, mig_entity, values, title)
+            mig_card["name"] = dict(mig_entity.info).get("name", "") or device.identity.name
+            mig_card["problems"] = _problems(mig_card)
+            out.append(mig_card)
+    return out
+
+
+def status(
+    snapshot: Snapshot,
+    hostname: str,
+    age_seconds: float | None = None,
+    last_xids: Mapping[str, int] | None = None,
+    trail: Callable[[str], Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The whole host: exporter and driver, then the cards, each with its recent ``history``."""
+    stats = snapshot.stats
+    gpus = cards(snapshot, last_xids)
+    for card in gpus:
+        card["history"] = dict(trail(card["uid"])) if trail else {}
+    problems = sum(1 for card in gpus if card["problems"])
+    return {
+        "hostname": hostname,
+        "version": stats.version,
+        "backend": stats.backend,
+        "backend_up": stats.backend_up,
+        "backend_reason": stats.backend_reason,
+        "driver_version": snapshot.host.driver_version or None,
+        "cuda_version": snapshot.host.cuda_version or None,
+        "interval_seconds": stats.interval_seconds,
+        "snapshot_age_seconds": age_seconds,
+        "cards_with_problems": problems,
+        "gpus": gpus,
+    }

@@ -295,31 +295,11 @@ GPU_AND_MIG: tuple[EntityKind, ...] = ("gpu", "mig")
 STATIC = 60
 
 
-def gauge(
-    name: str,
-    unit: str,
-    description: str,
-    collector: str,
-    nvml: NvmlSource | None,
-    dcgm: DcgmSource | None,
-    compat: str | None = None,
-    compat_scale: Fraction = ONE,
-    **kwargs: Any,
-) -> MetricSpec:
-    """A gauge row (see :func:`row`)."""
-    return row(name, "gauge", unit, description, collector, nvml, dcgm, compat, compat_scale, **kwargs)
+def gauge(name: str, unit: str, *args: Any, **kwargs: Any) -> MetricSpec:
+    """A gauge row: :func:`row`'s arguments without the kind."""
+    return row(name, "gauge", unit, *args, **kwargs)
 
 
-def counter(
-    name: str,
-    unit: str,
-    description: str,
-    collector: str,
-    nvml: NvmlSource | None,
-    dcgm: DcgmSource | None,
-    compat: str | None = None,
-    compat_scale: Fraction = ONE,
-    **kwargs: Any,
-) -> MetricSpec:
-    """A counter row (see :func:`row`)."""
-    return row(name, "counter", unit, description, collector, nvml, dcgm, compat, compat_scale, **kwargs)
+def counter(name: str, unit: str, *args: Any, **kwargs: Any) -> MetricSpec:
+    """A counter row: :func:`row`'s arguments without the kind."""
+    return row(name, "counter", unit, *args, **kwargs)

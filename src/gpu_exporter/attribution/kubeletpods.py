@@ -53,8 +53,9 @@ MAX_NAME = 1024
 MAX_TOKEN_BYTES = 64 * 1024
 #: ``token``: the token file is missing, unreadable or empty; ``ca``: the CA file is missing or holds
 #: no certificate; ``tls``: the handshake failed (certificate not verified, wrong name, not TLS);
-#: ``unavailable``: nothing answers (refused, reset, closed early); ``timeout``: no whole answer within
-#: the timeout; ``unauthorized``: HTTP 401 or 403; ``http``: any other status than 200;
+#: ``unavailable``: nothing answers (refused, reset, closed early, in the handshake too);
+#: ``timeout``: no whole answer within the timeout; ``unauthorized``: HTTP 401 or 403;
+#: ``http``: any other status than 200;
 #: ``too_large``: a body over ``max_bytes``; ``malformed``: not a PodList; ``error``: anything else.
 FAILURE_KINDS = (
     "token",
@@ -309,6 +310,8 @@ class KubeletPods:
             return b"".join(chunks)
         except TimeoutError:
             raise _Failure("timeout", f"no answer in {self._timeout:g} s") from None
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:  # closed during the handshake: a kubelet going away
+            raise _Failure("unavailable", f"connection closed ({exc.reason or exc})") from None
         except ssl.SSLError as exc:
             raise _Failure("tls", getattr(exc, "verify_message", "") or str(exc.reason or exc)) from None
         except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -106,7 +107,9 @@ def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_di
     for name, (key, factor) in SUPPLIED.items():
         assert f"# TYPE {name} " in text, name
         for gpu in range(4):
-            expected = float(Fraction(keys[f"gpu{gpu}.{key}"]) * factor)
+            expected = Fraction(keys[f"gpu{gpu}.{key}"]) * factor
+            # DCGM's INT64 fields are whole numbers (framebuffer MiB = bytes // 2^20); power is a double
+            expected = float(expected) if name == "DCGM_FI_DEV_POWER_USAGE" else float(math.trunc(expected))
             # (the parser files a counter's samples under NAME_total)
             sample = name + "_total" if name + "_total" in parsed else name
             got = value(parsed, sample, gpu=str(gpu), UUID=keys[f"gpu{gpu}.uuid"])
@@ -129,12 +132,13 @@ def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_di
     assert len(window) == 4 and all(
         labels["window_size_in_ms"] == "300000" and "xid" not in labels for labels in window
     )
-    events = {dict(labels)["clock_event"] for labels in parsed["DCGM_EXP_CLOCK_EVENTS_COUNT"]}
-    assert events == {"gpu_idle", "clocks_setting", "power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
-                      "hw_thermal", "hw_power_brake", "display_clocks"}  # fmt: skip
-    # GPU 3 starts with power_cap and hw_thermal active: one activation each in the window.
+    # as dcgm-exporter: only reasons seen in the window (GPU 3 starts with power_cap and hw_thermal
+    # active), clock_event before window_size_in_ms
+    events = {(dict(labels)["gpu"], dict(labels)["clock_event"]) for labels in parsed["DCGM_EXP_CLOCK_EVENTS_COUNT"]}
+    assert events == {("3", "power_cap"), ("3", "hw_thermal")}
     assert value(parsed, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="3", clock_event="power_cap") == 1
-    assert value(parsed, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="3", clock_event="sync_boost") == 0
+    assert _labels_in_order(text, "DCGM_EXP_CLOCK_EVENTS_COUNT")[0][-2:] == ["clock_event", "window_size_in_ms"]
+    assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", device="nvidia1") is not None  # nvidia<gpu id>
     log = exporter.log()
     for name in NOT_ON_NVML:
         assert log.count(f"{name} skipped") == 1, name  # warned once, skipped
@@ -157,7 +161,7 @@ def test_xid_in_compat_mode_has_code_message_and_window_counts(fakenvml_dir: Pat
     assert value(parsed, "DCGM_EXP_XID_ERRORS_COUNT", gpu="1", xid="79") == 1
     assert value(parsed, "DCGM_FI_DEV_XID_ERRORS", gpu="1", err_code="13") == 13  # the last one
     message = next(dict(labels)["err_msg"] for labels in parsed["DCGM_FI_DEV_XID_ERRORS"] if dict(labels)["gpu"] == "1")
-    assert message.startswith("graphics engine exception")  # from the shared Xid table
+    assert message == "Graphics Engine Exception"  # dcgm-exporter's own text
     assert value(parsed, "DCGM_FI_DEV_XID_ERRORS", gpu="0", err_code="0") == 0
 
 
@@ -298,7 +302,9 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
     assert per_gpu("GPU Power Usage") == {g: float(Fraction(keys[f"gpu{g}.power.usage"]) / 1000) for g in gpus}
     assert per_gpu("GPU SM Clocks") == {g: float(keys[f"gpu{g}.clock.sm"]) * 1e6 for g in gpus}
     assert per_gpu("GPU Utilization") == {g: float(keys[f"gpu{g}.utilization.gpu"]) for g in gpus}
-    assert per_gpu("GPU Framebuffer Mem Used") == {g: float(Fraction(keys[f"gpu{g}.memory.used"]) / MIB) for g in gpus}
+    assert per_gpu("GPU Framebuffer Mem Used") == {
+        g: float(math.trunc(Fraction(keys[f"gpu{g}.memory.used"]) / MIB)) for g in gpus
+    }  # whole MiB, as DCGM
     avg = results["GPU Avg. Temp"][0]["value"][1]  # type: ignore[index]
     assert float(avg) == sum(float(keys[f"gpu{g}.temperature.gpu"]) for g in gpus) / 4
     total = results["GPU Power Total"][0]["value"][1]  # type: ignore[index]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from typing import NoReturn
 
-from gpu_exporter import __version__, counters
+from gpu_exporter import __version__, counters, dcgm_flags
 from gpu_exporter.app import create_app
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
             const=False,
             help=f"Disable the {name} collector",
         )
+    dcgm_flags.add_arguments(parser)
     return parser
 
 
@@ -179,6 +180,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _error(err)
         return USAGE_ERROR
     setup(settings.log_level, settings.log_format)
+    for warning in settings.dcgm_exporter.warnings:
+        log.warning("%s", warning)
     try:
         web = WebConfigSource(settings.web_config_file)
     except WebConfigError as err:

@@ -16,6 +16,7 @@ text format only (dcgm-exporter's counter names lack ``_total``, which OpenMetri
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,8 +25,11 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, XID_CODES, DcgmSource, MetricSpec, scaled
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
+from gpu_exporter.dcgm_fields import FIELD_IDS, field_id
+from gpu_exporter.dcgm_flags import DcgmOptions
 from gpu_exporter.exposition import encode, render_text
 from gpu_exporter.families import self_families
 from gpu_exporter.model import Entity
@@ -35,22 +39,25 @@ from gpu_exporter.snapshot import DeviceView, Frame, Rendered
 
 log = logging.getLogger(__name__)
 
-#: dcgm-exporter's default window for its DCGM_EXP_*_COUNT pseudo-fields, in milliseconds.
-WINDOW_MS = 300_000
-
-_LABEL_FIELDS: dict[str, Callable[[HostIdentity, DeviceIdentity], str]] = {
-    "DCGM_FI_DRIVER_VERSION": lambda host, _dev: host.driver_version,
-    "DCGM_FI_NVML_VERSION": lambda host, _dev: host.nvml_version,
-    "DCGM_FI_DEV_NAME": lambda _host, dev: dev.name,
-    "DCGM_FI_DEV_SERIAL": lambda _host, dev: dev.serial,
-    "DCGM_FI_DEV_UUID": lambda _host, dev: dev.uuid,
-    "DCGM_FI_DEV_PCI_BUSID": lambda _host, dev: dev.pci_bus_id,
-    "DCGM_FI_DEV_MINOR_NUMBER": lambda _host, dev: dev.minor_number,
-    "DCGM_FI_DEV_VBIOS_VERSION": lambda _host, dev: dev.vbios_version,
+# Label fields by DCGM field id (a CSV may use any spelling of the field's name).
+_LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
+    1: lambda host, _dev: host.driver_version,
+    2: lambda host, _dev: host.nvml_version,
+    50: lambda _host, dev: dev.name,
+    53: lambda _host, dev: dev.serial,
+    54: lambda _host, dev: dev.uuid,
+    57: lambda _host, dev: dev.pci_bus_id,
+    55: lambda _host, dev: dev.minor_number,
+    85: lambda _host, dev: dev.vbios_version,
 }
-_XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
-_XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
-_CLOCK_COUNT = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+_XID_FIELD = 230
+_XID_COUNT = 9001
+_CLOCK_COUNT = 9002
+#: Fields DCGM types as doubles; every other exported field is an INT64 in DCGM, so its value is
+#: truncated to a whole number (framebuffer in whole MiB, as DCGM divides bytes by 2^20).
+_DOUBLE_IDS = frozenset({155, 157, 160, 161, 162, 163, 164, *range(1001, 1009)})
+#: Framebuffer fields: quantities of the instance itself, never copied from the whole GPU.
+_FRAMEBUFFER_IDS = frozenset(range(250, 256))
 Labels = list[tuple[str, str]]
 
 
@@ -60,6 +67,7 @@ class _Item:
     with the factor from the backend's raw unit to dcgm-exporter's (``raw_scale``)."""
 
     counter: Counter
+    field_id: int
     spec: MetricSpec | None = None
     backend_scale: Fraction = ONE
     bit: bool = False  # the backend reads a flag of a bitmask: the raw value is the whole mask
@@ -70,9 +78,10 @@ class CompatPlan:
     """What to render, resolved once: value and special items in CSV order, and label fields."""
 
     items: tuple[_Item, ...]
-    label_fields: tuple[str, ...]
+    label_fields: tuple[tuple[str, int], ...]
     hostname: str
     hostname_label: str
+    options: DcgmOptions = DcgmOptions()
 
 
 def plan(
@@ -82,41 +91,46 @@ def plan(
     watch_events: bool,
     hostname: str,
     hostname_label: str,
+    options: DcgmOptions | None = None,
 ) -> CompatPlan:
-    """Resolve counters against the enabled catalogue rows; log each row that cannot be served, once."""
-    enabled = {spec.compat_name: spec for spec in specs if spec.compat_name}
-    known = {spec.compat_name: spec for spec in METRICS if spec.compat_name}
+    """Resolve counters against the enabled catalogue rows by DCGM field id (any spelling of a
+    field's name, the name as written being the metric name, as dcgm-exporter keeps it); log each
+    row that cannot be served, once."""
+    enabled = {FIELD_IDS[spec.compat_name]: spec for spec in specs if spec.compat_name}
+    known = {FIELD_IDS[spec.compat_name]: spec for spec in METRICS if spec.compat_name}
     items: list[_Item] = []
-    labels: list[str] = []
+    labels: list[tuple[str, int]] = []
     seen: set[str] = set()
     for counter in counters:
         if counter.field in seen:
             log.warning("counters line %d: %s is listed twice; the first row is used", counter.line, counter.field)
             continue
         seen.add(counter.field)
+        number = field_id(counter.field)
+        assert number is not None  # counters.parse accepts known names only
         reason = ""
         if counter.type == "label":
-            if counter.field in _LABEL_FIELDS:
-                labels.append(counter.field)
+            if number in _LABEL_FIELDS:
+                labels.append((counter.field, number))
             else:
                 reason = "gpu-exporter has no value for this label field"
-        elif counter.field in (_XID_FIELD, _XID_COUNT):
+        elif number in (_XID_FIELD, _XID_COUNT):
             if watch_events:
-                items.append(_Item(counter))
+                items.append(_Item(counter, number))
             else:
                 reason = "the xid collector is disabled"
-        elif counter.field == _CLOCK_COUNT:
+        elif number == _CLOCK_COUNT:
             if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
-                items.append(_Item(counter))
+                items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
-        elif counter.field in enabled and _supplied(enabled[counter.field], backend):
-            spec = enabled[counter.field]
+        elif number in enabled and _supplied(enabled[number], backend):
+            spec = enabled[number]
             source = spec.source(backend)
             bit = isinstance(source, DcgmSource) and bool(source.bit)
-            items.append(_Item(counter, spec, source.scale if source is not None else ONE, bit))
-        elif counter.field in known:
-            spec = known[counter.field]
+            items.append(_Item(counter, number, spec, source.scale if source is not None else ONE, bit))
+        elif number in known:
+            spec = known[number]
             reason = (
                 f"the {backend} backend cannot supply it"
                 if not _supplied(spec, backend)
@@ -126,7 +140,7 @@ def plan(
             reason = "gpu-exporter cannot supply this field yet"
         if reason:
             log.warning("counters line %d: %s skipped: %s", counter.line, counter.field, reason)
-    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label)
+    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options or DcgmOptions())
 
 
 def _supplied(spec: MetricSpec, backend: str) -> bool:
@@ -147,65 +161,103 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
 
 
 def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: Entity | None) -> Labels:
+    """dcgm-exporter's leading labels: ``device`` is ``nvidia<gpu id>`` as it builds it, ``UUID``
+    is ``uuid`` with ``-o``, ``Hostname`` is left out with ``-n``."""
+    options = compat.options
     labels = [
         ("gpu", str(device.index)),
-        ("UUID", device.uuid),
+        ("uuid" if options.old_namespace else "UUID", device.uuid),
         ("pci_bus_id", device.pci_bus_id),
-        ("device", f"nvidia{device.minor_number or device.index}"),
-        ("modelName", device.name),
+        ("device", f"nvidia{device.index}"),
+        ("modelName", device.name.replace(" ", "-") if options.replace_blanks else device.name),
     ]
     if mig is not None:
         own = dict(mig.labels)
         labels += [("GPU_I_PROFILE", own["profile"]), ("GPU_I_ID", own["gpu_instance"])]
-    labels.append((compat.hostname_label, compat.hostname))
-    labels += [(name, _LABEL_FIELDS[name](host, device)) for name in compat.label_fields]
+    if not options.no_hostname:
+        labels.append((compat.hostname_label, compat.hostname))
+    labels += [(name, _LABEL_FIELDS[number](host, device)) for name, number in compat.label_fields]
     return labels
+
+
+def _monitored(device: DeviceView, compat: CompatPlan) -> tuple[bool, list[Entity]]:
+    """What ``-d`` reports of one GPU: whether the whole GPU, and which GPU instances (one per GPU
+    instance id, its first compute instance). The default ``f``: a GPU in MIG mode is reported as
+    its GPU instances only, other GPUs as themselves."""
+    chosen = compat.options.devices
+    instances: dict[str, Entity] = {}
+    for entity in device.samples:
+        if entity.kind == "mig":
+            instances.setdefault(dict(entity.labels)["gpu_instance"], entity)
+    if chosen.flex:
+        return not instances, list(instances.values())
+    whole = chosen.gpus and (chosen.gpu_ids is None or device.identity.index in chosen.gpu_ids)
+    wanted = [
+        entity
+        for gi, entity in instances.items()
+        if chosen.instances and (chosen.instance_ids is None or int(gi) in chosen.instance_ids)
+    ]
+    return whole, wanted
 
 
 def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     counter = item.counter
+    options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
         if not device.up:
             continue
-        base = _base(compat, frame.host, device.identity, None)
-        if item.spec is not None:
-            samples += _values(item, device, base, compat, frame.host)
-        elif counter.field == _XID_FIELD and frame.events is not None:
-            samples.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
-        elif counter.field == _XID_COUNT and frame.events is not None:
-            samples += _xid_counts(frame.events.get(device.identity.uuid, XidTally()), base, frame.wall_time)
-        elif counter.field == _CLOCK_COUNT:
-            samples += _clock_counts(frame.windows.get(device.identity.uuid, {}), base, frame.wall_time)
+        whole, instances = _monitored(device, compat)
+        targets = ([None] if whole else []) + instances
+        for target in targets:
+            base = _base(compat, frame.host, device.identity, target)
+            if item.spec is not None:
+                samples += _values(item, device, target, base)
+            elif item.field_id == _XID_FIELD and frame.events is not None:
+                samples.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
+            elif item.field_id == _XID_COUNT and frame.events is not None:
+                tally = frame.events.get(device.identity.uuid, XidTally())
+                samples += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
+            elif item.field_id == _CLOCK_COUNT:
+                activations = frame.windows.get(device.identity.uuid, {})
+                samples += _clock_counts(activations, base, frame.wall_time, options.clock_window_ms)
     family = Metric(counter.field, counter.help, counter.type)
     family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
     return family
 
 
 def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:
-    """dcgm-exporter's unit, scaled once from the vendor's raw value (raw × source scale × the
-    profile's factor, one rounding: 55 % stays 55, not 55.00000000000001); a derived value has no
-    raw value and is scaled from its base unit."""
+    """dcgm-exporter's unit and DCGM's type, scaled once from the vendor's raw value (raw × source
+    scale × the profile's factor, one rounding: 55 % stays 55, not 55.00000000000001); a derived
+    value has no raw value and is scaled from its base unit. A field DCGM types INT64 is truncated
+    to a whole number (20480.0009765625 MiB is 20480, as DCGM reports it)."""
     assert item.spec is not None
     if raw is None or item.bit:
-        return scaled(value, item.spec.compat_scale)
-    return scaled(raw, item.backend_scale * item.spec.compat_scale)
+        result = scaled(value, item.spec.compat_scale)
+    else:
+        result = scaled(raw, item.backend_scale * item.spec.compat_scale)
+    if item.field_id not in _DOUBLE_IDS and math.isfinite(result):
+        return float(math.trunc(result))
+    return result
 
 
-def _values(
-    item: _Item, device: DeviceView, base: Labels, compat: CompatPlan, host: HostIdentity
-) -> Iterable[tuple[Labels, float]]:
+def _values(item: _Item, device: DeviceView, target: Entity | None, base: Labels) -> Iterable[tuple[Labels, float]]:
+    """The item's value for the whole GPU (``target`` None) or for one GPU instance: the instance's
+    own value where the catalogue has one per instance, else (as DCGM answers for a GPU instance)
+    the whole GPU's; framebuffer fields only ever from the instance itself."""
     spec = item.spec
     assert spec is not None
     pods = _pods(device)
-    for entity, values in device.samples.items():
-        if entity.kind not in ("gpu", "mig") or entity.kind not in spec.entities:
-            continue
-        value = values.get(spec.key)
-        if value is None:
-            continue
-        labels = base if entity.kind == "gpu" else _base(compat, host, device.identity, entity)
-        yield labels + pods.get(entity.uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
+    entity = device.entity
+    if target is not None and "mig" in spec.entities:
+        entity = target
+    elif (target is not None and item.field_id in _FRAMEBUFFER_IDS) or "gpu" not in spec.entities:
+        return
+    value = device.samples.get(entity, {}).get(spec.key)
+    if value is None:
+        return
+    uid = target.uid if target is not None else device.entity.uid
+    yield base + pods.get(uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
 
 
 def _pods(device: DeviceView) -> dict[str, Labels]:
@@ -225,33 +277,40 @@ def _pods(device: DeviceView) -> dict[str, Labels]:
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:
-    """dcgm-exporter's last-value Xid gauge, with err_code and err_msg from the shared Xid table."""
+    """dcgm-exporter's last-value Xid gauge, with err_code and dcgm-exporter's own err_msg text."""
     code = tally.last_xid or 0
-    message = "No Error" if code == 0 else (XID_CODES[code].description if code in XID_CODES else "Unknown Error")
-    return [*base, ("err_code", str(code)), ("err_msg", message)], float(code)
+    return [*base, ("err_code", str(code)), ("err_msg", xid_text(code))], float(code)
 
 
-def _xid_counts(tally: XidTally, base: Labels, now: float) -> list[tuple[Labels, float]]:
-    labels = [*base, ("window_size_in_ms", str(WINDOW_MS))]
+def _xid_counts(tally: XidTally, base: Labels, now: float, window_ms: int) -> list[tuple[Labels, float]]:
+    labels = [*base, ("window_size_in_ms", str(window_ms))]
     counts: dict[int, int] = {}
     for at, code in tally.recent:
-        if at >= now - WINDOW_MS / 1000:
+        if at >= now - window_ms / 1000:
             counts[code] = counts.get(code, 0) + 1
     if not counts:  # as dcgm-exporter: one zero series without an xid label
         return [(labels, 0.0)]
     return [([*labels, ("xid", str(code))], float(count)) for code, count in sorted(counts.items())]
 
 
-def _clock_counts(activations: Mapping[str, Sequence[float]], base: Labels, now: float) -> list[tuple[Labels, float]]:
-    """Times each clock-event reason became active within the window, one series per reason."""
-    labels = [*base, ("window_size_in_ms", str(WINDOW_MS))]
-    return [
-        (
-            [*labels, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason))],
-            float(sum(1 for at in activations.get(reason, ()) if at >= now - WINDOW_MS / 1000)),
-        )
-        for reason, _bit in CLOCK_EVENT_REASONS
-    ]
+def _clock_counts(
+    activations: Mapping[str, Sequence[float]], base: Labels, now: float, window_ms: int
+) -> list[tuple[Labels, float]]:
+    """Clock-event reasons seen within the window, one series per reason seen (as dcgm-exporter,
+    none while no reason was active; ``clock_event`` before ``window_size_in_ms``). The value
+    counts the times the reason became active (dcgm-exporter counts DCGM's stored samples with the
+    bit set, which depends on DCGM's watch frequency)."""
+    series = []
+    for reason, _bit in CLOCK_EVENT_REASONS:
+        count = sum(1 for at in activations.get(reason, ()) if at >= now - window_ms / 1000)
+        if count:
+            labels = [
+                *base,
+                ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason)),
+                ("window_size_in_ms", str(window_ms)),
+            ]
+            series.append((labels, float(count)))
+    return series
 
 
 # dcgm-exporter's clock_event label values, where they differ from gpu-exporter's reason names.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
+from gpu_exporter.dcgm_flags import DcgmOptions, resolve
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
@@ -57,6 +58,7 @@ class Settings:
     max_processes: int = 16
     procfs: str = "/proc"
     hpc_job_dir: str = ""
+    dcgm_exporter: DcgmOptions = DcgmOptions()
 
     @property
     def host(self) -> str:
@@ -114,7 +116,7 @@ def _listen_address(value: str) -> str:
 
 
 _LITERAL_PATH = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
-RESERVED_PATHS = ("/", "/healthz", "/readyz")
+RESERVED_PATHS = ("/", "/health", "/healthz", "/readyz")
 
 
 def _telemetry_path(value: str) -> str:
@@ -129,7 +131,7 @@ def _telemetry_path(value: str) -> str:
     ):
         raise ValueError(
             "a literal path of letters, digits and ._~- segments such as /metrics or /gpu/metrics, "
-            "other than /, /healthz and /readyz"
+            "other than /, /health, /healthz and /readyz"
         )
     return value
 
@@ -153,6 +155,8 @@ def _choice_exact(*allowed: str) -> Callable[[str], str]:
 
 
 def _optional_address(value: str) -> str:
+    """HOST:PORT, also as dcgm-exporter's ``tcp://HOST:PORT`` (``-r``)."""
+    value = value.removeprefix("tcp://")
     return _listen_address(value) if value else ""
 
 
@@ -209,7 +213,8 @@ OPTIONS: tuple[Option, ...] = (
            "(default auto).", "NAME"),
     Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
            "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
-           "then an embedded one.", "HOST:PORT"),
+           "then an embedded one.", "HOST:PORT",
+           aliases=("-r", "--remote-hostengine-info"), env_aliases=("DCGM_REMOTE_HOSTENGINE_INFO",)),
     Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
            "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
            "dropped, 1s to 168h (default 1h).", "DURATION"),
@@ -246,18 +251,21 @@ OPTIONS: tuple[Option, ...] = (
            "BOOL", aliases=("-k",), env_aliases=("DCGM_EXPORTER_KUBERNETES",), switch=True),
     Option("--kubernetes.pod-resources-socket", "pod_resources_socket", ("kubernetes", "pod-resources-socket"), str,
            "The kubelet's pod-resources socket (default /var/lib/kubelet/pod-resources/kubelet.sock; mount its "
-           "directory from the host).", "PATH"),
+           "directory from the host).", "PATH",
+           aliases=("--pod-resources-kubelet-socket",), env_aliases=("DCGM_POD_RESOURCES_KUBELET_SOCKET",)),
     Option("--kubernetes.refresh-interval", "kubelet_refresh", ("kubernetes", "refresh-interval"),
            _timeout(1.0, 3600.0),
            "How often the kubelet is asked for pod allocations, 1s to 1h (default 10s); never per scrape.",
            "DURATION"),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
-           "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES"),
+           "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",
+           aliases=("--nvidia-resource-names",), env_aliases=("NVIDIA_RESOURCE_NAMES",)),
     Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),
-           "Log line format: text or json (default text).", "FORMAT"),
+           "Log line format: text or json (default text).", "FORMAT",
+           aliases=("--log-format",), env_aliases=("DCGM_EXPORTER_LOG_FORMAT",)),
     Option("--web.config.file", "web_config_file", ("web", "config-file"), _file_name,
            "exporter-toolkit web config (YAML) for TLS, client certificates and basic auth; re-read when it "
            "or its certificates change (see Security).", "FILE",
@@ -362,6 +370,14 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
             enabled.add(name)
         else:
             enabled.discard(name)
+    try:
+        values["dcgm_exporter"], changes = resolve(flags, env)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if "collectors+" in changes:  # dcgm-exporter 2.x --collect-dcp
+        enabled.add(changes.pop("collectors+"))
+    for name, value in changes.items():  # dcgm-exporter's flags yield to ours (--debug vs --log.level)
+        values.setdefault(name, value)
     values["collectors"] = frozenset(enabled)
     if values.get("collectors_file") and "metric_names" not in values:
         values["metric_names"] = "dcgm-exporter"  # a counters file is a dcgm-exporter drop-in

@@ -1,7 +1,8 @@
 """dcgm-exporter's counters CSV: which DCGM fields to export, with their Prometheus type and help.
 
 Format (as dcgm-exporter reads it): ``#`` starts a comment line; every other non-blank line is
-exactly three comma-separated fields, spaces around them ignored: a DCGM field name (or one of
+exactly three comma-separated fields, spaces around them ignored: a DCGM field name in any of its
+spellings (current, renamed, or dcgm-exporter 1.x's lowercase ``dcgm_sm_clock``; or one of
 dcgm-exporter's ``DCGM_EXP_*`` pseudo-fields), a type (gauge, counter, histogram, summary,
 label) and a help text. A ``label`` row exports no series: it adds the field's string value as a
 label named after the field. A malformed line or unknown name raises :class:`CountersError`
@@ -15,7 +16,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_exporter.dcgm_fields import EXPORTER_FIELDS, FIELD_IDS
+from gpu_exporter.dcgm_fields import field_id
 
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
 
@@ -82,7 +83,7 @@ def parse(text: str, source: str) -> tuple[Counter, ...]:
                 f"{source}:{number}: {stripped!r} has {len(fields)} fields; a row is 'DCGM field, type, help'"
             )
         field, kind, help_text = (part.strip() for part in fields)
-        if field not in FIELD_IDS and field not in EXPORTER_FIELDS:
+        if field_id(field) is None:
             raise CountersError(
                 f"{source}:{number}: unknown field {field!r}; use a DCGM field name such as DCGM_FI_DEV_GPU_TEMP"
             )

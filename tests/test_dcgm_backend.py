@@ -719,6 +719,7 @@ def test_a_gpu_lost_before_start_is_down_alone_and_joins_when_the_engine_groups_
         assert value(parsed, "gpu_power_watts", gpu=str(gpu)) == 250.5
     # Never identified: DCGM id as index, a placeholder UUID (no identity field of an ungrouped GPU).
     assert exact(parsed, "gpu_up", gpu="1", uuid="GPU-dcgm-1") == 0
+    assert exact(parsed, "gpu_exporter_device_down", gpu="1", uuid="GPU-dcgm-1", reason="refused") == 1
     assert value(parsed, "gpu_power_watts", gpu="1") is None
     assert run.not_ready() == ""
     assert all((FE_GPU, 1) not in w.entities for w in fake.watches.values())

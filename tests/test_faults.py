@@ -114,6 +114,7 @@ def test_lost_gpu_goes_down_alone_and_comes_back(fakenvml_dir: Path, tmp_path: P
         assert value(before, "gpu_up", gpu="2") == 1 and value(before, "gpu_power_watts", gpu="2") == 98.007
         lost = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
         assert value(lost, "gpu_power_watts", gpu="2") is None  # GPU 2's metrics vanish...
+        assert value(lost, "gpu_exporter_device_down", gpu="2", reason="lost") == 1
         assert not [labels for name, series in lost.items() if not name.startswith("gpu_exporter_") and name != "gpu_up"
                     and name != "gpu_info" for labels in series if dict(labels).get("gpu") == "2"]  # fmt: skip
         for gpu in ("0", "1", "3"):  # ...while the others keep reporting

@@ -84,7 +84,8 @@ def test_a_vanished_gpu_is_forgotten_after_the_retention(fakenvml_dir: Path, tmp
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--gpu.vanished-retention", "2s")
     try:
         rewrite(scenario, _without_gpu3(full))
-        down = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="3") == 0)
+        down = wait_for(exporter, lambda p: value(p, "gpu_exporter_device_down", gpu="3", reason="vanished") == 1)
+        assert value(down, "gpu_up", gpu="3") == 0
         assert value(down, "gpu_up", gpu="2") == 1
         started = time.monotonic()
         gone = wait_for(exporter, lambda p: not any(dict(labels).get("gpu") == "3" for labels in p["gpu_up"]))

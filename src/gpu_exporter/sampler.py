@@ -335,12 +335,16 @@ class Sampler:
         result = worker.result
         empty: dict[Entity, dict[str, float]] = {entity: {} for entity in identity_entities(identity)}
         if result is None:
-            return DeviceView(identity, up=state.vanished_at is None, samples=empty, stalled=stalled)
+            down = "" if state.vanished_at is None else "vanished"
+            return DeviceView(identity, up=not down, samples=empty, stalled=stalled, down_reason=down)
         if result.lost or state.vanished_at is not None:
             self._integrators.reset(identity.uuid)
             state.slow.clear()
             state.current = None
-            return DeviceView(identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds)
+            reason = "vanished" if state.vanished_at is not None else (result.reason or "lost")
+            return DeviceView(
+                identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds, down_reason=reason
+            )
         if state.current is None:
             return DeviceView(identity, up=True, samples=empty, stalled=stalled, read_seconds=result.seconds)
         current, raw = self._current(state, now)

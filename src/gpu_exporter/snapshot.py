@@ -34,6 +34,7 @@ class DeviceView:
     stalled: bool = False
     read_seconds: float | None = None
     raw: Samples = field(default_factory=dict)  # the vendor value behind each read sample
+    down_reason: str = ""  # why a GPU that is not up is down (lost, vanished, refused, ...)
 
     @property
     def entity(self) -> Entity:

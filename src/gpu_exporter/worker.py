@@ -34,6 +34,7 @@ class Result(Generic[T]):
     value: T | None
     error: str = ""
     lost: bool = False
+    reason: str = ""  # DeviceLost's reason word when lost
 
 
 class Worker(Generic[T]):
@@ -77,16 +78,16 @@ class Worker(Generic[T]):
             started = self.busy_since if self.busy_since is not None else self._clock()
             cycle = self._cycle
             value: T | None = None
-            error, lost = "", False
+            error, lost, reason = "", False, ""
             try:
                 value = self.job(cycle)
             except DeviceLost as err:
-                error, lost = str(err), True
+                error, lost, reason = str(err), True, err.reason
             except Exception as err:
                 log.exception("%s failed", self._thread.name)
                 error = repr(err)
             finished = self._clock()
             with self._done:
-                self.result = Result(cycle, finished, finished - started, value, error, lost)
+                self.result = Result(cycle, finished, finished - started, value, error, lost, reason)
                 self.busy_since = None
                 self._done.notify_all()

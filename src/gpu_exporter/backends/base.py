@@ -25,7 +25,13 @@ class BackendUnavailable(Exception):
 
 
 class DeviceLost(Exception):
-    """A GPU stopped answering (NVML_ERROR_GPU_IS_LOST or the device vanished)."""
+    """A GPU stopped answering (NVML_ERROR_GPU_IS_LOST or the device vanished). ``reason`` is a short
+    word for ``gpu_exporter_device_down{reason}``: ``lost``, ``not_enumerated``, ``refused`` (DCGM will
+    not group it), ``connection_lost``."""
+
+    def __init__(self, message: str, reason: str = "lost") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)

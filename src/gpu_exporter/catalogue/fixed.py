@@ -111,6 +111,14 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "1 while a GPU's read has not returned within one interval (a hung driver call).",
     ),
     FixedMetric(
+        "gpu_exporter_device_down",
+        "gauge",
+        "",
+        (*DEVICE_LABELS, "reason"),
+        "1 while a GPU is down (gpu_up 0), with why: lost (the driver says so), vanished (out of the driver's "
+        "list), not_enumerated, refused (DCGM will not group it), connection_lost (DCGM).",
+    ),
+    FixedMetric(
         "gpu_exporter_source_up",
         "gauge",
         "",

@@ -308,9 +308,11 @@ class DcgmBackend:
             topology, profiling = watches.topology, watches.profiling
             gpu = topology.gpus.get(device.uuid)
             if gpu is None:
-                raise DeviceLost(f"{device.uuid} is no longer enumerated by DCGM")
+                raise DeviceLost(f"{device.uuid} is no longer enumerated by DCGM", "not_enumerated")
             if gpu in topology.refused:
-                raise DeviceLost(f"{device.uuid}: {topology.refused[gpu]}; not sampled, tried again with backoff")
+                raise DeviceLost(
+                    f"{device.uuid}: {topology.refused[gpu]}; not sampled, tried again with backoff", "refused"
+                )
             failing = profiling.failing.get(gpu)
             if failing is not None and any(is_profiling(spec) for spec in specs):
                 reading.failed(failing, "profiling")
@@ -323,7 +325,7 @@ class DcgmBackend:
             latest = fetch(adapter, keys, fields, reading, usable)
         except DcgmConnectionLost as err:
             self._lost(err)
-            raise DeviceLost(f"DCGM connection lost: {err}") from err
+            raise DeviceLost(f"DCGM connection lost: {err}", "connection_lost") from err
         samples = latest.get((FE_GPU, gpu), {})
         if any(sample.status == ST_GPU_IS_LOST for sample in samples.values()):
             raise DeviceLost(f"{device.uuid}: DCGM reports the GPU lost")

@@ -81,6 +81,7 @@ class Kubelet:
         self.length: int | None = None  # Content-Length to send; None: len(body); -1: none (close-delimited)
         self.status = 200
         self.delay = 0.0
+        self.trickle = 0.0  # seconds between the body's bytes, sent one at a time
         self.requests: list[tuple[str, str]] = []  # (path, Authorization header)
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
@@ -104,7 +105,15 @@ class Kubelet:
                 if length >= 0:
                     self.send_header("Content-Length", str(length))
                 self.end_headers()
-                self.wfile.write(kubelet.body)
+                try:
+                    if kubelet.trickle:
+                        for index in range(len(kubelet.body)):
+                            self.wfile.write(kubelet.body[index : index + 1])
+                            time.sleep(kubelet.trickle)
+                    else:
+                        self.wfile.write(kubelet.body)
+                except OSError:  # the client gave up
+                    pass
 
             def log_message(self, format: str, *args: object) -> None:  # http.server's signature
                 pass
@@ -186,6 +195,7 @@ def test_values_exact(kubelet: Kubelet, started: Callable[..., KubeletPods]) -> 
     source = started()
     wait_for(lambda: source.current().up)
     state = source.current()
+    assert dict(state.pods) == EXPECTED
     assert {uid: (p.namespace, p.pod, dict(p.containers)) for uid, p in state.pods.items()} == {
         uid: (p.namespace, p.pod, dict(p.containers)) for uid, p in EXPECTED.items()
     }
@@ -357,6 +367,15 @@ def test_slow_kubelet_times_out(kubelet: Kubelet, started: Callable[..., Kubelet
     kubelet.delay = 0.5
     source = started(timeout_seconds=0.2)
     wait_for(lambda: "timeout" in failures(source))
+
+
+def test_answer_trickling_in_times_out_as_a_whole(kubelet: Kubelet, started: Callable[..., KubeletPods]) -> None:
+    """Each byte comes well within the socket timeout, but the whole answer would take minutes."""
+    kubelet.trickle = 0.05
+    began = time.monotonic()
+    source = started(timeout_seconds=0.5)
+    wait_for(lambda: "timeout" in failures(source))
+    assert time.monotonic() - began < 3.0
 
 
 def test_kubelet_that_goes_away_is_kept_for_max_age_then_dropped_and_found_again(

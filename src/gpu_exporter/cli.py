@@ -26,6 +26,7 @@ from gpu_exporter.counters import Counter
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.logs import flush_repeats, setup
 from gpu_exporter.server import BindError, Server, listen
+from gpu_exporter.status.commands import subcommand
 from gpu_exporter.webconfig import WebConfigError, WebConfigSource
 
 USAGE_ERROR = 2
@@ -174,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    code = subcommand(args, parse_settings)  # snapshot, doctor
+    if code is not None:
+        return code
     try:
         settings = parse_settings(args, dict(os.environ))
     except ConfigError as err:

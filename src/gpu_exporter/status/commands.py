@@ -1,0 +1,126 @@
+"""The subcommands for a person at the box: ``gpu-exporter snapshot`` (and ``doctor``).
+
+``snapshot`` runs the exporter's own backend, catalogue and sampler for one cycle (or one per
+``--watch`` interval) and prints :mod:`.terminal`'s view or the status JSON; no server starts.
+Every exporter flag (``--backend``, ``--path.procfs``, collectors …) applies as well. Exit codes:
+0 ok, 1 no GPU or no driver (with the reason), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from gpu_exporter.attribution.join import attributor_for, known_gpus
+from gpu_exporter.backends import select
+from gpu_exporter.backends.base import BackendUnavailable
+from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.config import ConfigError, Settings
+from gpu_exporter.logs import setup
+from gpu_exporter.sampler import Sampler
+from gpu_exporter.status.terminal import render
+from gpu_exporter.status.view import status
+
+USAGE_ERROR = 2
+NO_GPU = 1
+ParseSettings = Callable[[Sequence[str], dict[str, str]], Settings]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}; see --help\n")
+
+
+def _snapshot_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gpu-exporter snapshot",
+        description="One look at every GPU from the exporter's own data, as text or JSON; no server starts. "
+        "Every exporter flag (--backend, --path.procfs, --collector.*) applies too.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--json", action="store_true", help="print the status JSON (as /api/v1/status) instead")
+    parser.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS until Ctrl-C")
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also NO_COLOR, or not a terminal)")
+    return parser
+
+
+def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
+    """``gpu-exporter snapshot``: see the module docstring."""
+    ours, rest = _snapshot_parser().parse_known_args(argv)
+    if ours.watch is not None and not 0.1 <= ours.watch <= 86400:
+        print(f"gpu-exporter snapshot: error: --watch {ours.watch:g}: give seconds from 0.1 to 86400", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        settings = parse_settings(rest, dict(os.environ))
+    except ConfigError as err:
+        print(f"gpu-exporter snapshot: error: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    setup("error" if settings.log_level == "info" else settings.log_level, settings.log_format)
+    try:
+        backend, reason = select(settings)
+    except BackendUnavailable as err:
+        print(f"gpu-exporter snapshot: no GPU data: {err}", file=sys.stderr)
+        return NO_GPU
+    holder: dict[str, Sampler] = {}
+    attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
+    # one shot: cycles 1 s apart at most, so a GPU whose first read was late is in the next one
+    interval = ours.watch or min(settings.collect_interval, 1.0)
+    holder["sampler"] = sampler = Sampler(
+        backend, enabled_specs(settings.collectors), interval, reason, watch_events="xid" in settings.collectors,
+        attributor=attributor, unsupported_retry=settings.unsupported_retry,
+    )  # fmt: skip
+    color = not ours.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+    hostname = os.environ.get("NODE_NAME") or socket.gethostname()
+    attributor.start()
+    sampler.start()
+    try:
+        deadline = time.monotonic() + interval + 10.0
+        sampler.first_cycle_done.wait(interval + 10.0)
+        seen = None
+        while True:
+            current = sampler.snapshot
+            partial = any(device.up and not device.values for device in current.devices)
+            if partial and ours.watch is None and time.monotonic() < deadline:
+                pass  # a GPU has no values yet: wait for the next cycle (bounded)
+            elif current.taken_at != seen:
+                seen = current.taken_at
+                view = status(current, hostname, max(0.0, time.monotonic() - current.taken_at))
+                problem = _no_data(view)
+                if ours.json:
+                    print(json.dumps(view), flush=True)
+                elif not problem or ours.watch is not None:
+                    prefix = "\x1b[H\x1b[2J" if ours.watch and color else ""
+                    print(prefix + render(view, color), end="", flush=True)
+                if ours.watch is None:
+                    if problem:
+                        print(f"gpu-exporter snapshot: {problem}", file=sys.stderr)
+                        return NO_GPU
+                    return 0
+            time.sleep(min(0.2, interval / 4))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        sampler.stop()
+        attributor.stop()
+
+
+def _no_data(view: dict[str, object]) -> str:
+    """Why the view has no GPU data (empty when it has some)."""
+    if not view["backend_up"]:
+        return f"no GPU data: {view['backend']} backend down ({view['backend_reason']}); run gpu-exporter doctor"
+    if not view["gpus"]:
+        return "no GPU found"
+    return ""
+
+
+def subcommand(args: Sequence[str], parse_settings: ParseSettings) -> int | None:
+    """Run ``args[0]`` when it names a subcommand and return its exit code; None otherwise."""
+    if args[:1] == ["snapshot"]:
+        return snapshot(args[1:], parse_settings)
+    return None

@@ -1,0 +1,94 @@
+"""``gpu-exporter snapshot``, out of process on the fake NVML: the text view and the JSON exact against
+the scenario, exit codes 0 / 1 (no library, with the reason) / 2 (usage), and ``--watch``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.harness import SCENARIOS
+from tests.test_status import PROCESSES, _procfs
+
+EXPECTED = """\
+[0] NVIDIA H100 80GB HBM3 |  71°C,  97 % |  10240 /  81559 MiB |  612 /  700 W | python3/4242(root,8192M,job 77) ?/4343(?,1024M)
+[1] NVIDIA H100 80GB HBM3 |  64°C,  64 % |  20480 /  81559 MiB |  455 /  700 W
+[2] NVIDIA H100 80GB HBM3 |  38°C,  12 % |  30720 /  81559 MiB |   98 /  650 W
+[3] NVIDIA H100 80GB HBM3 |  83°C, 100 % |  40960 /  81559 MiB |  700 /  700 W | trainer/5151(4000,4096M) <img src=x onerror=alert(1)>/6161(root,2048M)
+    ! hot: 83 °C, slowdown at 90 °C
+    ! throttled: power cap, HW thermal slowdown
+    ! degraded PCIe link: x8 of x16
+    ! degraded PCIe link: Gen4 of Gen5 while busy
+"""  # noqa: E501  (the lines are what a person sees)
+
+
+def _env(fakenvml_dir: Path | None, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_", "NO_COLOR"))}
+    scenario = tmp_path / "host.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + PROCESSES.replace("gpu3.xid", "# gpu3.xid"))
+    env.update(FAKE_NVML_SCENARIO=str(scenario), NODE_NAME="node-7", LD_LIBRARY_PATH=str(fakenvml_dir or ""))
+    return env
+
+
+def _run(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    procfs = tmp_path / "proc"
+    if not procfs.exists():
+        _procfs(procfs)
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--path.procfs", str(procfs), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+
+
+def test_text_view_exact(fakenvml_dir: Path, tmp_path: Path) -> None:
+    done = _run(_env(fakenvml_dir, tmp_path), tmp_path)
+    assert done.returncode == 0, done.stderr
+    host, rest = done.stdout.split("\n", 1)
+    assert host.startswith("node-7  ") and host.endswith("  driver 550.54.15  CUDA 12.4  backend nvml")
+    assert rest == EXPECTED
+    assert "\x1b[" not in done.stdout  # not a terminal: no colours
+
+
+def test_json_exact(fakenvml_dir: Path, tmp_path: Path) -> None:
+    done = _run(_env(fakenvml_dir, tmp_path), tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["hostname"] == "node-7" and body["driver_version"] == "550.54.15"
+    gpu3 = body["gpus"][3]
+    assert (gpu3["utilization_ratio"], gpu3["memory_used_bytes"], gpu3["power_watts"]) == (1.0, 42949676032, 699.999)
+    assert gpu3["clock_events"] == ["power cap", "HW thermal slowdown"]
+    assert [(p["pid"], p["user"], p["memory_used_bytes"]) for p in gpu3["processes"]] == [
+        ("5151", "4000", 4294967296), ("6161", "root", 2147483648),
+    ]  # fmt: skip
+
+
+def test_no_library_exits_1_with_the_reason(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = _env(None, tmp_path)
+    env["LD_LIBRARY_PATH"] = str(empty)
+    done = _run(env, tmp_path, "--backend", "nvml")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "libnvidia-ml.so.1 not found" in done.stderr and "nvml backend down (library_not_found)" in done.stderr
+
+
+def test_usage_errors_exit_2(fakenvml_dir: Path, tmp_path: Path) -> None:
+    env = _env(fakenvml_dir, tmp_path)
+    cases = ((("--watch", "0"), "--watch 0: give seconds from 0.1 to 86400"), (("--bogus",), "arguments: --bogus"))
+    for args, message in cases:
+        done = _run(env, tmp_path, *args)
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_watch_prints_until_interrupted(fakenvml_dir: Path, tmp_path: Path) -> None:
+    _procfs(tmp_path / "proc")
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--watch", "0.3", "--no-color"]
+    env = _env(fakenvml_dir, tmp_path)
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        time.sleep(3)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    assert child.returncode == 0, err
+    assert out.count("[3] NVIDIA H100 80GB HBM3") >= 3

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from gpu_exporter.cli import parse_settings
+from gpu_exporter.config import OPTIONS
 from gpu_exporter.counters import CountersError, defaults, load, parse
 from tests.harness import REPO, SCENARIOS, Exporter, free_port, samples, start, value
 from tests.test_exporter_e2e import scenario_values
@@ -319,3 +320,204 @@ def _query(port: int, promql: str) -> list[dict[str, object]]:
     response.raise_for_status()
     result: list[dict[str, object]] = response.json()["data"]["result"]
     return result
+
+
+# --- dcgm-exporter drop-in: its probe path, flags, variables, field names, MIG shape, Xid texts ---
+
+OLD_FIXTURE = REPO / "tests" / "fixtures" / "1.x-names.csv"
+EVERY_KIND = REPO / "tests" / "fixtures" / "every-kind.csv"
+
+
+def test_health_answers_as_dcgm_exporter(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn")
+    try:
+        answer = exporter.get("/health")
+        native = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, wait_for="/health")
+        try:
+            assert native.get("/health").status_code == 200  # in native mode too (NVIDIA's chart probes it)
+        finally:
+            native.stop()
+    finally:
+        exporter.stop()
+    assert (answer.status_code, answer.text) == (200, "OK")
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_dcgm_exporter_variables_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
+    env = {
+        "NODE_NAME": "gpu-node-7",
+        "DCGM_EXPORTER_NO_HOSTNAME": "true",
+        "DCGM_EXPORTER_USE_OLD_NAMESPACE": "true",
+        "DCGM_EXPORTER_DEVICES_STR": "g:0,2-3",
+        "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE": "60000",
+        "DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME": "true",
+        "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS": "true",
+        "DCGM_EXPORTER_CONFIGMAP_DATA": "gpu:counters",
+        "DCGM_EXPORTER_DUMP_ENABLED": "true",
+        "DCGM_EXPORTER_COLLECTORS": str(FIXTURE),
+    }
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", env=env)
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    parsed = samples(text)
+    assert "Hostname" not in text and "gpu-node-7" not in text  # -n
+    assert _labels_in_order(text, "DCGM_FI_DEV_GPU_TEMP")[0][:5] == ["gpu", "uuid", "pci_bus_id", "device", "modelName"]
+    assert {dict(labels)["gpu"] for labels in parsed["DCGM_FI_DEV_GPU_TEMP"]} == {"0", "2", "3"}  # -d g:0,2-3
+    assert 'modelName="NVIDIA-H100-80GB-HBM3"' in text
+    assert {dict(labels)["window_size_in_ms"] for labels in parsed["DCGM_EXP_XID_ERRORS_COUNT"]} == {"60000"}
+    log = exporter.log()
+    for needle in ("--kubernetes-enable-pod-labels", "--configmap-data", "--dump-enabled"):
+        assert log.count(needle) == 1, needle  # one warning each, naming why
+
+
+def test_dcgm_exporter_flags_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(FIXTURE), "--collect-interval", "1h",
+        "-n", "-o", "-d", "g", "-x", "120000", "--clock-events-count-window-size", "90000",
+        "--kubernetes-gpu-id-type", "device-name", "--web-write-timeout", "30s", "--enable-dcgm-log",
+        "--disable-startup-validate", "--fake-gpus", "-s", "f", "-p", "f",
+    )  # fmt: skip
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    parsed = samples(text)
+    assert "Hostname" not in text and 'uuid="GPU-' in text
+    assert {dict(labels)["window_size_in_ms"] for labels in parsed["DCGM_EXP_XID_ERRORS_COUNT"]} == {"120000"}
+    assert {dict(labels)["window_size_in_ms"] for labels in parsed["DCGM_EXP_CLOCK_EVENTS_COUNT"]} == {"90000"}
+    log = exporter.log()
+    for needle in ("--web-write-timeout", "--enable-dcgm-log", "--fake-gpus"):
+        assert log.count(needle) == 1, needle
+    assert "--switch-devices" not in log and "--cpu-devices" not in log  # their defaults: nothing to warn
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-d", "x"], "--devices='x' is not allowed: use f, g[:ids]"),
+        (["-d", "f+g"], "--devices='f+g' is not allowed"),
+        (["-x", "0"], "--xid-count-window-size='0' is not allowed"),
+        (["--clock-events-count-window-size", "7200000"], "is not allowed: use a number of milliseconds"),
+        (["-m", "nocolon"], "--configmap-data='nocolon' is not allowed: use NAMESPACE:NAME"),
+        (["--kubernetes-gpu-id-type", "serial"], "one of uid, device-name"),
+        (["-n", "maybe"], "--no-hostname='maybe' is not allowed: use true or false"),
+    ],
+)
+def test_bad_dcgm_exporter_flag_values_exit_2(args: list[str], needle: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpu_exporter", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and needle in result.stderr
+
+
+def test_every_dcgm_exporter_flag_and_variable_is_accepted() -> None:
+    from gpu_exporter.dcgm_flags import ALIASES, FLAGS
+
+    for flag in FLAGS:
+        value = "true" if flag.switch else (flag.default or "f" if flag.parse.__name__ == "parse_devices" else "")
+        sample = {
+            "--devices": "g+i", "--xid-count-window-size": "1000", "--clock-events-count-window-size": "1000",
+            "--configmap-data": "ns:name", "--kubernetes-gpu-id-type": "uid", "--dump-retention": "24",
+        }.get(flag.names[0], value or "x")  # fmt: skip
+        for name in flag.names:
+            parse_settings([name, sample], {})
+        parse_settings([], {flag.env: sample})
+    for spellings, env, ours in ALIASES:
+        for spelling in spellings.split(" / "):
+            assert spelling in build_parser_options(), spelling
+        assert env in {name for option in OPTIONS if ours == option.flag for name in option.envs}, env
+    settings = parse_settings(["-r", "tcp://10.0.0.5:5555", "--debug", "--collect-dcp"], {})
+    assert (settings.dcgm_address, settings.log_level) == ("10.0.0.5:5555", "debug")
+    assert "profiling" in settings.collectors
+    assert parse_settings(["--debug", "--log.level", "error"], {}).log_level == "error"  # ours win
+    assert parse_settings([], {"DCGM_REMOTE_HOSTENGINE_INFO": "h:5555"}).dcgm_address == "h:5555"
+    assert parse_settings([], {"DCGM_EXPORTER_LOG_FORMAT": "json"}).log_format == "json"
+
+
+def build_parser_options() -> set[str]:
+    from gpu_exporter.cli import build_parser
+
+    return {string for action in build_parser()._actions for string in action.option_strings}
+
+
+def test_1x_names_with_old_namespace(fakenvml_dir: Path, tmp_path: Path) -> None:
+    keys = scenario_values(SCENARIOS / "h100x4.scn")
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(OLD_FIXTURE), "-o",
+                     "--collect-interval", "1h")  # fmt: skip
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    parsed = samples(text)
+    assert "# TYPE dcgm_sm_clock gauge" in text  # the name as written is the metric name
+    uuid = keys["gpu1.uuid"]
+    assert value(parsed, "dcgm_gpu_temp", gpu="1", uuid=uuid) == float(keys["gpu1.temperature.gpu"])
+    assert value(parsed, "dcgm_fb_used", gpu="1") == math.trunc(Fraction(keys["gpu1.memory.used"]) / MIB)
+    assert value(parsed, "dcgm_xid_errors", gpu="1", err_msg="No Error") == 0
+    assert "DCGM_FI_" not in text and "UUID=" not in text
+    assert exporter.log().count("dcgm_fi_prof_sm_active skipped") == 1  # profiling collector off
+
+
+def test_every_field_kind_renamed_and_unsuppliable_names(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(EVERY_KIND), "--collect-interval",
+                     "1h")  # fmt: skip
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    parsed = samples(text)
+    assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="0", DCGM_FI_DEV_GPU_NAME="NVIDIA H100 80GB HBM3") is not None
+    assert "# TYPE DCGM_FI_DEV_SM_CLOCK histogram" in text and "# TYPE DCGM_FI_DEV_MEM_CLOCK summary" in text
+    assert "DCGM_EXP_XID_ERRORS_COUNT{" in text
+    log = exporter.log()
+    for name in ("DCGM_FI_DEV_FB_USED_PERCENT", "DCGM_FI_DEV_GPU_TEMP_LIMIT"):  # real fields, not supplied
+        assert log.count(f"{name} skipped") == 1, name
+        assert f"{name}{{" not in text
+    # label fields sorted by name after Hostname
+    assert _labels_in_order(text, "DCGM_FI_DEV_GPU_TEMP")[0][-2:] == ["DCGM_FI_DEV_GPU_NAME", "DCGM_FI_DRIVER_VERSION"]
+
+
+def test_full_field_table() -> None:
+    from gpu_exporter.dcgm_fields import FIELD_IDS, OLD_NAMES, field_id
+
+    assert len(set(FIELD_IDS.values())) >= 626 and len(OLD_NAMES) == 41
+    assert field_id("DCGM_FI_DEV_FB_USED_PERCENT") == field_id("DCGM_FI_DEV_FB_USED_RATIO") == 254
+    assert field_id("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS") == field_id("DCGM_FI_DEV_CLOCKS_EVENT_REASONS") == 112
+    assert field_id("dcgm_sm_clock") == 100 and field_id("dcgm_gpu_temp") == 150
+    assert field_id("DCGM_FI_DEV_NOT_A_FIELD") is None
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [(0, "No Error"), (8, "GPU stopped processing"), (13, "Graphics Engine Exception"),
+     (31, "GPU memory page fault"), (48, "Double Bit ECC Error"), (79, "GPU has fallen off the bus"),
+     (94, "Contained ECC error"), (95, "Uncontained ECC error"), (172, "Uncorrectable SRAM Error"),
+     (173, "Unknown Error"), (999, "Unknown Error")],
+)  # fmt: skip
+def test_xid_err_msg_texts_are_dcgm_exporters(code: int, text: str) -> None:
+    from gpu_exporter.compat_xid import XID_TEXTS, xid_text
+
+    assert xid_text(code) == text
+    assert sorted(XID_TEXTS) == list(range(173))
+
+
+def test_mig_gpu_reports_instances_only_and_sums_right(fakenvml_dir: Path, tmp_path: Path) -> None:
+    keys = scenario_values(SCENARIOS / "mig.scn")
+    shapes = {}
+    for devices in ("f", "g+i", "g"):
+        exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "mig.scn", "-d", devices)
+        try:
+            shapes[devices] = samples(exporter.metrics())
+        finally:
+            exporter.stop()
+    flex = shapes["f"]
+    used = [v for labels, v in flex["DCGM_FI_DEV_FB_USED"].items()]
+    assert all("GPU_I_ID" in dict(labels) for labels in flex["DCGM_FI_DEV_FB_USED"])  # no whole-GPU series
+    assert sum(used) == sum(math.trunc(Fraction(keys[f"gpu0.mig.{n}.memory.used"]) / MIB) for n in range(3))
+    temps = {dict(labels)["GPU_I_ID"]: v for labels, v in flex["DCGM_FI_DEV_GPU_TEMP"].items()}
+    assert temps == dict.fromkeys(("1", "5", "13"), float(keys["gpu0.temperature.gpu"]))  # the GPU's, per instance
+    assert len(shapes["g+i"]["DCGM_FI_DEV_FB_USED"]) == 4  # the whole GPU and its three instances
+    assert [dict(labels).get("GPU_I_ID") for labels in shapes["g"]["DCGM_FI_DEV_FB_USED"]] == [None]

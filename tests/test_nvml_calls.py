@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.harness import SCENARIOS, start
 
 #: Per GPU per steady 1 s interval. Before batching (one call per value and selector): 32.5.
-MAX_CALLS_PER_GPU = 17.5
+MAX_CALLS_PER_GPU = 16.5
 FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldValues
 
 

@@ -79,6 +79,30 @@ def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
     return float(LINK_READERS[source.call](handle, link, source.selector))
 
 
+_COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
+
+
+def _once(call: Callable[[Handle], Any]) -> Callable[[Handle], Any]:
+    """``call`` made at most once (its answer or its error kept), for one handle in one read."""
+    kept: list[Any] = []
+
+    def once(handle: Handle) -> Any:
+        if not kept:
+            try:
+                kept.append(call(handle))
+            except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
+                kept.append(err)
+        if isinstance(kept[0], Exception):
+            raise kept[0]
+        return kept[0]
+
+    return once
+
+
+def _count(call: Callable[[Handle], Any], handle: Handle) -> Raw:
+    return {"": len(call(handle))}
+
+
 def _in_container_without_devices() -> bool:
     """True inside a container (Docker, Podman, Kubernetes) that was given no NVIDIA device nodes."""
     in_container = (
@@ -278,7 +302,9 @@ class NvmlBackend:
             if request.asks(entity.uid, spec.key)
         ]
         batch = self._batch(reading, gpu, handle, wanted)
-        self._read_into(reading, gpu, handle, gpu_rows, request, batch)
+        # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
+        compute = _once(pynvml.nvmlDeviceGetComputeRunningProcesses)
+        self._read_into(reading, gpu, handle, gpu_rows, request, batch, compute=compute)
         for link, entity in links:
             self._read_into(reading, entity, handle, link_rows, request, batch, link)
         mig_rows = [spec for spec in rows if "mig" in spec.entities]
@@ -295,7 +321,7 @@ class NvmlBackend:
                 self._read_into(reading, entity, mig_handle, mig_rows, request, mig_batch)
         process_rows = [spec for spec in rows if "process" in spec.entities]
         if process_rows:
-            self._processes.read(reading, gpu, handle, instances, process_rows, request)
+            self._processes.read(reading, gpu, handle, instances, process_rows, request, compute)
         return reading
 
     def _batch(
@@ -322,6 +348,7 @@ class NvmlBackend:
         request: Request,
         batch: dict[tuple[str, str], Outcome],
         link: int | None = None,
+        compute: Callable[[Handle], Any] | None = None,
     ) -> None:
         """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``;
         values in ``batch`` came with the handle's field-value call."""
@@ -333,7 +360,7 @@ class NvmlBackend:
             if not request.asks(entity.uid, spec.key):
                 continue
             read: Callable[[], float | None] = (
-                functools.partial(self._raw, handle, source, structs)
+                functools.partial(self._raw, handle, source, structs, compute)
                 if link is None
                 else functools.partial(_link_raw, handle, link, source)
             )
@@ -360,13 +387,22 @@ class NvmlBackend:
         raise outcome
 
     @staticmethod
-    def _raw(handle: Handle, source: NvmlSource, structs: dict[str, Raw | Exception]) -> float | None:
-        """One raw value of a device-level source; struct calls are made once per read and shared."""
+    def _raw(
+        handle: Handle,
+        source: NvmlSource,
+        structs: dict[str, Raw | Exception],
+        compute: Callable[[Handle], Any] | None = None,
+    ) -> float | None:
+        """One raw value of a device-level source; struct calls are made once per read and shared
+        (the process count with the process list, through ``compute``)."""
         if source.call not in STRUCT_READERS:
             return float(ARG_READERS[source.call](handle, source.selector))
         if source.call not in structs:
+            reader = STRUCT_READERS[source.call]
+            if source.call == _COMPUTE and compute is not None:
+                reader = functools.partial(_count, compute)
             try:
-                structs[source.call] = STRUCT_READERS[source.call](handle)
+                structs[source.call] = reader(handle)
             except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
                 structs[source.call] = err
         result = structs[source.call]

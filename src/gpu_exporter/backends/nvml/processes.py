@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pynvml
 
@@ -46,9 +47,11 @@ class ProcessReader:
         instances: dict[tuple[int, int], Entity],
         specs: Sequence[MetricSpec],
         request: Request,
+        compute: Callable[[Handle], Any] = pynvml.nvmlDeviceGetComputeRunningProcesses,
     ) -> None:
         """Add one entity per process (on ``gpu`` or the MIG instance in ``instances`` by (GPU
-        instance, compute instance) ids) with the raw values of ``specs``."""
+        instance, compute instance) ids) with the raw values of ``specs``. ``compute`` lists the
+        compute processes (the backend passes the list it already read for the process count)."""
         started = time.perf_counter()
         lists = [s for s in specs if s.nvml is not None and s.nvml.call != "nvmlDeviceGetProcessUtilization"]
         util = [s for s in specs if s.nvml is not None and s.nvml.call == "nvmlDeviceGetProcessUtilization"]
@@ -56,7 +59,7 @@ class ProcessReader:
         if lists and all(request.asks(gpu.uid, s.key) for s in lists):
             for call, function in _LISTS:
                 try:
-                    infos = function(handle)
+                    infos = (compute if call == _LISTS[0][0] else function)(handle)
                 except pynvml.NVMLError_GpuIsLost:
                     raise
                 except _UNSUPPORTED as err:

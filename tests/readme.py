@@ -50,8 +50,8 @@ def _fixed_row(metric: FixedMetric, collector: str = "—") -> str:
 
 #: The labels an entity kind adds after the GPU's (or MIG instance's) own.
 _ENTITY_LABELS = {
-    "process": ", `pid`, `process`, `user` (+ `pod_uid`, `slurm_job` where the process's cgroups say; "
-    "on a MIG instance, its labels too)",
+    "process": ", `pid`, `process`, `user` (+ `pod_uid`, `slurm_job` where the process's cgroups say, "
+    "`namespace`, `pod`, `container` where the kubelet names the pod; on a MIG instance, its labels too)",
     "allocation": " (MIG: + the instance's labels), then per allocation `namespace`, `pod`, `container` "
     "(Kubernetes), `slurm_job` or `hpc_job`",
 }

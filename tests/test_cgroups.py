@@ -25,6 +25,9 @@ CID = "ab" * 32
         ("0::/kubepods.slice/kubepods-pod" + UID.replace("-", "_") + f".slice/crio-{CID}.scope\n", Workload(UID, CID)),
         ("5:pids:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + UID.replace("-", "_")
          + f".slice/docker-{CID}.scope\n", Workload(UID, CID)),
+        # a static pod: its UID is 32 hex digits
+        ("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + "f" * 32
+         + f".slice/cri-containerd-{CID}.scope\n", Workload("f" * 32, CID)),
         # the pod's own cgroup (no container yet): the pod is known, the container is not
         (f"0::/kubepods/burstable/pod{UID}\n", Workload(UID, "")),
         # Slurm: cgroup v1 and v2

@@ -128,3 +128,48 @@ def test_the_first_answer_counts_even_before_the_gpus_are_known(
         assert kubelet.calls == 1
     finally:
         exporter.stop()
+
+
+def test_process_series_carry_the_pod_the_kubelet_names(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A process whose cgroups give a pod UID and container id gets namespace, pod and container from the
+    kubelet's /pods (a real HTTPS server checking the bearer token and verified against its CA)."""
+    from tests.test_kubeletpods import ID1, UID_A
+    from tests.test_kubeletpods import Kubelet as PodsApi
+    from tests.test_processes import procfs
+    from tests.webtls import make_certs
+
+    certs = make_certs(tmp_path_factory.mktemp("certs"))
+    api = PodsApi(certs)
+    api.start()
+    token = tmp_path / "token"
+    token.write_text(api.token)
+    root = procfs(tmp_path / "proc")
+    (root / "5151" / "cgroup").write_text(
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+        + UID_A.replace("-", "_") + f".slice/cri-containerd-{ID1}.scope\n"
+    )  # fmt: skip
+    scenario = tmp_path / "host.scn"
+    scenario.write_text(
+        (SCENARIOS / "h100x4.scn").read_text() + "gpu1.process.0.pid = 5151\ngpu1.process.0.used_memory = 1024\n"
+    )
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--path.procfs", str(root), *_flags(kubelet),
+        "--kubernetes.kubelet-url", api.url, "--kubernetes.kubelet-token-file", str(token),
+        "--kubernetes.kubelet-ca-file", str(certs.path("ca.crt")),
+    )  # fmt: skip
+    try:
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_process_memory_used_bytes", pod="trainer-0") == 1024)
+        labels = dict(next(k for k in parsed["gpu_process_memory_used_bytes"] if dict(k)["pid"] == "5151"))
+        assert (labels["namespace"], labels["pod"], labels["container"], labels["pod_uid"]) == (
+            "ml",
+            "trainer-0",
+            "main",
+            UID_A,
+        )
+        assert value(parsed, "gpu_exporter_source_up", source="kubelet_pods") == 1
+        assert all(header == f"Bearer {api.token}" for _path, header in api.requests)
+    finally:
+        exporter.stop()
+        api.stop()

@@ -47,6 +47,10 @@ class Settings:
     pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     kubelet_refresh: float = 10.0
     kubernetes_resources: str = ""
+    kubelet_url: str = "https://127.0.0.1:10250/pods"
+    kubelet_ca_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    kubelet_insecure: bool = False
+    kubelet_token_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512
@@ -257,6 +261,18 @@ OPTIONS: tuple[Option, ...] = (
            _timeout(1.0, 3600.0),
            "How often the kubelet is asked for pod allocations, 1s to 1h (default 10s); never per scrape.",
            "DURATION"),
+    Option("--kubernetes.kubelet-url", "kubelet_url", ("kubernetes", "kubelet-url"), str,
+           "The kubelet's /pods API, for the namespace, pod and container of a process's pod UID (default "
+           "https://127.0.0.1:10250/pods; in a DaemonSet use the node's IP; empty: not asked).", "URL"),
+    Option("--kubernetes.kubelet-ca-file", "kubelet_ca_file", ("kubernetes", "kubelet-ca-file"), str,
+           "CA that signed the kubelet's serving certificate (default the service account's ca.crt).", "FILE"),
+    Option("--kubernetes.kubelet-token-file", "kubelet_token_file", ("kubernetes", "kubelet-token-file"), str,
+           "Bearer token for the kubelet's /pods, re-read at every request (default the service account's "
+           "token; it needs get on nodes/proxy).", "FILE"),
+    Option("--kubernetes.kubelet-insecure-skip-verify", "kubelet_insecure",
+           ("kubernetes", "kubelet-insecure-skip-verify"), _boolean,
+           "Do not verify the kubelet's certificate (sends the service-account token to whatever answers; "
+           "only for self-signed kubelet certificates; default false).", "BOOL", switch=True),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",

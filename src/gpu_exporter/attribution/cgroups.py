@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+# A pod UID (8-4-4-4-12, dashes or the systemd driver's underscores), or a static pod's 32-hex UID.
+_POD = re.compile(
+    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?![0-9a-f])"
+)
 _CONTAINER = re.compile(r"(?:^|/|-)([0-9a-f]{64})(?:\.scope)?$")
 _JOB = re.compile(r"/job_(\d+)(?:/|$)")
 

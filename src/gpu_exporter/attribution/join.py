@@ -10,13 +10,15 @@ the GPU the kubelet says it was allocated."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from gpu_exporter import model
+from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
+from gpu_exporter.attribution.kubeletpods import PodName
 from gpu_exporter.attribution.procfs import ProcessNames
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
@@ -57,6 +59,27 @@ class KubeletState(Protocol):
     def fetched_at(self) -> float: ...
 
 
+class PodNameState(Protocol):
+    """The kubelet /pods source's state (:class:`~gpu_exporter.attribution.kubeletpods.KubeletPodsState`)."""
+
+    @property
+    def pods(self) -> Mapping[str, PodName]: ...
+    @property
+    def up(self) -> bool: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def failures(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def fetched_at(self) -> float: ...
+
+
+class PodNames(Protocol):
+    def current(self) -> PodNameState: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 class Kubelet(Protocol):
     def current(self) -> KubeletState: ...
     def start(self) -> None: ...
@@ -72,31 +95,37 @@ class Attributor:
         max_processes: int = 16,
         hpc_job_dir: str = "",
         kubelet: Kubelet | None = None,
+        pod_names: PodNames | None = None,
     ) -> None:
         self._names = ProcessNames(procfs)
         self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
         self._kubelet = kubelet
+        self._pod_names = pod_names
 
     def start(self) -> None:
         """Start the sources that refresh on their own thread (the kubelet)."""
-        if self._kubelet is not None:
-            self._kubelet.start()
+        for source in (self._kubelet, self._pod_names):
+            if source is not None:
+                source.start()
 
     def stop(self) -> None:
-        if self._kubelet is not None:
-            self._kubelet.stop()
+        for source in (self._kubelet, self._pod_names):
+            if source is not None:
+                source.stop()
 
     def sources(self) -> dict[str, SourceStatus]:
         """The state of each cached source with a lifecycle of its own (for self-metrics)."""
-        if self._kubelet is None:
-            return {}
-        state = self._kubelet.current()
-        return {
-            "kubelet": SourceStatus(
-                state.up, state.calls, dict(state.failures), state.fetched_at if state.fetched_at else None
-            )
-        }
+        out = {}
+        sources: tuple[tuple[str, Kubelet | PodNames | None], ...] = (
+            ("kubelet", self._kubelet), ("kubelet_pods", self._pod_names),
+        )  # fmt: skip
+        for name, source in sources:
+            if source is not None:
+                state = source.current()
+                last = state.fetched_at if state.fetched_at else None
+                out[name] = SourceStatus(state.up, state.calls, dict(state.failures), last)
+        return out
 
     def apply(self, reading: RawReading, device: DeviceIdentity) -> None:
         """Fold processes beyond the limit, label processes, and add the GPU's allocations."""
@@ -111,9 +140,8 @@ class Attributor:
             if entity.kind == "process" and pid.isdigit():
                 facts = self._names.facts(int(pid))
                 work = facts.workload
-                entity = model.named(
-                    entity, facts.name, facts.user, (("pod_uid", work.pod_uid), ("slurm_job", work.slurm_job))
-                )
+                workload = (*self._pod_labels(work), ("pod_uid", work.pod_uid), ("slurm_job", work.slurm_job))
+                entity = model.named(entity, facts.name, facts.user, workload)
                 parent = parents.get(dict(entity.info).get("parent", ""))
                 if work.slurm_job and parent is not None:
                     allocations.setdefault(model.job(parent, "slurm_job", work.slurm_job), {})
@@ -134,6 +162,16 @@ class Attributor:
             allocations.setdefault(model.pod(holder, allocation.namespace, allocation.pod, allocation.container), {})
         out.update(allocations)
         reading.raw = out
+
+    def _pod_labels(self, work: Workload) -> tuple[tuple[str, str], ...]:
+        """``namespace``, ``pod`` and ``container`` of a process's pod UID, where the kubelet names it."""
+        if self._pod_names is None or not work.pod_uid:
+            return ()
+        named = self._pod_names.current().pods.get(work.pod_uid)
+        if named is None:
+            return ()
+        container = named.containers.get(work.container_id, "")
+        return (("namespace", named.namespace), ("pod", named.pod), ("container", container))
 
     def _hpc_parents(self, device: DeviceIdentity, parents: dict[str, Entity]) -> list[tuple[Entity, tuple[str, ...]]]:
         if self._hpc is None:
@@ -166,7 +204,16 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         kubelet = PodResources(
             settings.pod_resources_socket, refresh, extra, max_age_seconds=max(60.0, 6 * refresh), gpus=gpus
         )
-    return Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet)
+    names: PodNames | None = None
+    if settings.kubernetes and settings.kubelet_url:
+        from gpu_exporter.attribution.kubeletpods import KubeletPods
+
+        names = KubeletPods(
+            settings.kubelet_url, settings.kubelet_token_file, settings.kubelet_ca_file,
+            max(30.0, 3 * settings.kubelet_refresh),
+            insecure_skip_verify=settings.kubelet_insecure,
+        )  # fmt: skip
+    return Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet, names)
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -521,3 +522,92 @@ def test_mig_gpu_reports_instances_only_and_sums_right(fakenvml_dir: Path, tmp_p
     assert temps == dict.fromkeys(("1", "5", "13"), float(keys["gpu0.temperature.gpu"]))  # the GPU's, per instance
     assert len(shapes["g+i"]["DCGM_FI_DEV_FB_USED"]) == 4  # the whole GPU and its three instances
     assert [dict(labels).get("GPU_I_ID") for labels in shapes["g"]["DCGM_FI_DEV_FB_USED"]] == [None]
+
+
+class _ApiServer:
+    """A real HTTPS stand-in for the Kubernetes API server answering one ConfigMap."""
+
+    def __init__(self, certs_dir: Path, configmaps: dict[str, object]) -> None:
+        import json
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from tests.webtls import make_certs
+
+        self.certs = make_certs(certs_dir)
+        self.seen: list[tuple[str, str]] = []
+        seen = self.seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # http.server's name
+                seen.append((self.path, self.headers.get("Authorization", "")))
+                found = configmaps.get(self.path)
+                body = json.dumps(found if found is not None else {"kind": "Status", "code": 404}).encode()
+                self.send_response(200 if found is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(self.certs.path("server.crt")), str(self.certs.path("server.key")))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def env(self) -> dict[str, str]:
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.server.server_port)}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_configmap_data_reads_the_counters_through_the_api(fakenvml_dir: Path, tmp_path: Path) -> None:
+    path = "/api/v1/namespaces/gpu/configmaps/counters"
+    metrics = "# from a ConfigMap\nDCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+    bare = "/api/v1/namespaces/gpu/configmaps/bare"
+    api = _ApiServer(tmp_path / "tls", {path: {"kind": "ConfigMap", "data": {"metrics": metrics}},
+                                         bare: {"data": {"other": "x"}}})  # fmt: skip
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    ca = str(api.certs.path("ca.crt"))
+    auth = ["--kubernetes.kubelet-token-file", str(token), "--kubernetes.kubelet-ca-file", ca]
+    try:
+        exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-m", "gpu:counters", "-f", str(FIXTURE),
+                         "--collect-interval", "1h", *auth, env=api.env())  # fmt: skip
+        try:
+            text = exporter.metrics()
+        finally:
+            exporter.stop()
+        assert "DCGM_FI_DEV_GPU_TEMP{" in text and "DCGM_FI_DEV_SM_CLOCK" not in text  # -m wins over -f
+        assert api.seen[0] == (path, "Bearer s3cret-token")
+
+        def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "gpu_exporter", *args, *auth], capture_output=True, text=True,
+                                  timeout=60, check=False, env={**os.environ, **env})  # fmt: skip
+
+        missing = run("-m", "gpu:absent", env=api.env())
+        assert missing.returncode == 1 and "the API server answered 404" in missing.stderr
+        no_key = run("-m", "gpu:bare", env=api.env())
+        assert no_key.returncode == 2 and "has no 'metrics' key" in no_key.stderr
+        outside = run("-m", "gpu:counters", env={"KUBERNETES_SERVICE_HOST": ""})
+        assert outside.returncode == 1 and "KUBERNETES_SERVICE_HOST is not set" in outside.stderr
+        for result in (missing, no_key, outside):
+            assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr
+    finally:
+        api.close()
+
+
+def test_remote_hostengine_names_the_host_label() -> None:
+    settings = parse_settings(["-r", "gpu-box-3:5555"], {"NODE_NAME": "here"})
+    assert settings.dcgm_exporter.remote_host == "gpu-box-3"
+    assert parse_settings(["-r", "gpu-box-3:5555", "-k"], {}).dcgm_exporter.remote_host == ""  # -k: the node
+    from gpu_exporter.compat import plan
+
+    assert plan((), (), "nvml", True, "here", "Hostname", settings.dcgm_exporter).hostname == "gpu-box-3"

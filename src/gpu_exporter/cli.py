@@ -22,6 +22,7 @@ from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
+from gpu_exporter.configmap import ConfigMapError, read_counters
 from gpu_exporter.counters import Counter
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.logs import flush_repeats, setup
@@ -116,6 +117,15 @@ def _load_counters(path: str) -> tuple[Counter, ...]:
         raise counters.CountersError(f"--collectors={quote(path)}: not a CSV file ({err})") from None
 
 
+def _compat_counters(settings: Settings) -> tuple[Counter, ...]:
+    """dcgm-exporter's counters: its ConfigMap (-m) over the file (-f) over its default list."""
+    spec = settings.dcgm_exporter.configmap
+    if spec:
+        text = read_counters(spec, os.environ, settings.kubelet_token_file, settings.kubelet_ca_file)
+        return counters.parse(text, f"ConfigMap {spec}")
+    return _load_counters(settings.collectors_file) if settings.collectors_file else counters.defaults()
+
+
 #: Settings a SIGHUP applies without a restart.
 LIVE = ("log_level", "log_format", "web_config_file", "max_connections", "header_timeout", "idle_timeout",
         "probes_without_auth")  # fmt: skip
@@ -194,10 +204,13 @@ def _main(argv: Sequence[str] | None) -> int:
     compat: tuple[Counter, ...] | None = None
     if settings.metric_names == "dcgm-exporter":
         try:
-            compat = _load_counters(settings.collectors_file) if settings.collectors_file else counters.defaults()
+            compat = _compat_counters(settings)
         except counters.CountersError as err:
             _error(err)
             return USAGE_ERROR
+        except ConfigMapError as err:
+            _error(err)
+            return USAGE_ERROR if err.content else 1
     try:
         chosen = select(settings)
     except BackendUnavailable as err:

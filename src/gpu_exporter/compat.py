@@ -140,7 +140,9 @@ def plan(
             reason = "gpu-exporter cannot supply this field yet"
         if reason:
             log.warning("counters line %d: %s skipped: %s", counter.line, counter.field, reason)
-    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options or DcgmOptions())
+    options = options or DcgmOptions()
+    hostname = options.remote_host or hostname
+    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
 
 
 def _supplied(spec: MetricSpec, backend: str) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
-from gpu_exporter.dcgm_flags import DcgmOptions, resolve
+from gpu_exporter.dcgm_flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
@@ -395,6 +395,9 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
     for name, value in changes.items():  # dcgm-exporter's flags yield to ours (--debug vs --log.level)
         values.setdefault(name, value)
     values["collectors"] = frozenset(enabled)
+    values["dcgm_exporter"] = with_remote_host(
+        values["dcgm_exporter"], values.get("dcgm_address", ""), values.get("kubernetes", False)
+    )
     if values.get("collectors_file") and "metric_names" not in values:
         values["metric_names"] = "dcgm-exporter"  # a counters file is a dcgm-exporter drop-in
     return Settings(**values)

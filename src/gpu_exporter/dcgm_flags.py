@@ -46,6 +46,8 @@ class DcgmOptions:
     xid_window_ms: int = 300_000
     clock_window_ms: int = 300_000
     replace_blanks: bool = False
+    configmap: str = ""
+    remote_host: str = ""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -144,10 +146,9 @@ FLAGS: tuple[DcgmFlag, ...] = (
     DcgmFlag(("--replace-blanks-in-model-name", "--rbmn"), "DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME", True,
              "Write `modelName` with dashes for blanks.", _bool, option="replace_blanks"),
     DcgmFlag(("--configmap-data", "-m"), "DCGM_EXPORTER_CONFIGMAP_DATA", False,
-             "Accepted; the counters are not read from the Kubernetes API: mount the ConfigMap and pass "
-             "`-f FILE` (a warning says so; the default list is used).", _configmap,
-             warn="--configmap-data is not read from the Kubernetes API by gpu-exporter: mount the ConfigMap "
-             "as a file and pass it with -f; using the counters of -f or the default list", default="none"),
+             "`NAMESPACE:NAME`: the counters CSV is the `metrics` key of that ConfigMap, read once at start "
+             "through the in-cluster API with the service-account token (needs `get` on it); wins over `-f`, "
+             "switches to dcgm-exporter names. `none` (default): not used.", _configmap, option="configmap"),
     DcgmFlag(("--debug",), "DCGM_EXPORTER_DEBUG", True, "Same as `--log.level debug`.", _bool,
              setting="log_level", value="debug"),
     DcgmFlag(("--collect-dcp",), "DCGM_EXPORTER_COLLECT_DCP", True,
@@ -288,9 +289,19 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[DcgmOptio
             raise ValueError(f"{source}={str(raw)!r} is not allowed: use {err}") from None
         if flag.option:
             options[flag.option] = value
+            if flag.option == "configmap" and value:
+                settings["metric_names"] = "dcgm-exporter"  # as -f: a counters list is a dcgm-exporter drop-in
         elif flag.setting:
             if value is True:
                 settings[flag.setting] = flag.value
         elif flag.warn and str(raw) != flag.default and value not in (False, ""):
             warnings.append(flag.warn)
     return DcgmOptions(**options, warnings=tuple(warnings)), settings
+
+
+def with_remote_host(options: DcgmOptions, address: str, kubernetes: bool) -> DcgmOptions:
+    """As dcgm-exporter with ``-r HOST:PORT`` and without ``-k``: the Hostname label is the remote
+    engine's host (its GPUs are that host's), not ``NODE_NAME`` or this host's name."""
+    if not address or kubernetes:
+        return options
+    return replace(options, remote_host=address.rpartition(":")[0].strip("[]"))

@@ -1,4 +1,4 @@
-"""The subcommands for a person at the box: ``gpu-exporter snapshot`` (and ``doctor``).
+"""The subcommands for a person at the box: ``gpu-exporter snapshot`` and ``gpu-exporter doctor``.
 
 ``snapshot`` runs the exporter's own backend, catalogue and sampler for one cycle (or one per
 ``--watch`` interval) and prints :mod:`.terminal`'s view or the status JSON; no server starts.
@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from gpu_exporter.attribution.join import attributor_for, known_gpus
@@ -24,6 +25,7 @@ from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.config import ConfigError, Settings
 from gpu_exporter.logs import setup
 from gpu_exporter.sampler import Sampler
+from gpu_exporter.status import doctor
 from gpu_exporter.status.terminal import render
 from gpu_exporter.status.view import status
 
@@ -119,8 +121,31 @@ def _no_data(view: dict[str, object]) -> str:
     return ""
 
 
+def doctor_command(argv: Sequence[str], parse_settings: ParseSettings) -> int:
+    """``gpu-exporter doctor``: see :mod:`.doctor`."""
+    parser = _Parser(
+        prog="gpu-exporter doctor",
+        description="Check, in order, what the exporter needs to see GPUs and say the fix for each finding. "
+        "Exit 0 healthy, 3 warnings, 4 failures. Every exporter flag (--backend, --dcgm.address, --path.procfs, "
+        "--kubernetes …) applies too.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--path.dev", dest="dev", default="/dev", metavar="DIR", help="where the device nodes are")
+    ours, rest = parser.parse_known_args(argv)
+    try:
+        settings = parse_settings(rest, dict(os.environ))
+    except ConfigError as err:
+        print(f"gpu-exporter doctor: error: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    setup("error" if settings.log_level == "info" else settings.log_level, settings.log_format)
+    return doctor.main(settings, ours.json, Path(ours.dev))
+
+
 def subcommand(args: Sequence[str], parse_settings: ParseSettings) -> int | None:
     """Run ``args[0]`` when it names a subcommand and return its exit code; None otherwise."""
     if args[:1] == ["snapshot"]:
         return snapshot(args[1:], parse_settings)
+    if args[:1] == ["doctor"]:
+        return doctor_command(args[1:], parse_settings)
     return None

@@ -140,7 +140,12 @@ def test_daemonset_security_resources_and_scheduling(name: str) -> None:
     docs = rendered(name)
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     main = container(docs)
-    assert pod["automountServiceAccountToken"] is False
+    # only the attribution overlay talks to the kubelet's /pods, with the service account's token
+    assert pod["automountServiceAccountToken"] is (name == "attribution")
+    if name == "attribution":
+        binding = one(docs, "ClusterRoleBinding")
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-exporter", "namespace": "gpu-exporter"}]
+        assert one(docs, "ClusterRole")["rules"][0]["resources"] == ["nodes/proxy", "nodes/pods"]
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["runtimeClassName"] == "nvidia"
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]

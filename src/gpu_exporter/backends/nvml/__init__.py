@@ -303,7 +303,7 @@ class NvmlBackend:
         ]
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
-        compute = _once(pynvml.nvmlDeviceGetComputeRunningProcesses)
+        compute = _once(self._processes.compute_processes)
         self._read_into(reading, gpu, handle, gpu_rows, request, batch, compute=compute)
         for link, entity in links:
             self._read_into(reading, entity, handle, link_rows, request, batch, link)

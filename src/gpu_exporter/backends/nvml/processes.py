@@ -8,6 +8,7 @@ Raw values only: memory in bytes, utilization in percent. A process NVML lists i
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -33,11 +34,67 @@ _LISTS = (
 _UTILIZATION = {"sm": "smUtil", "mem": "memUtil", "enc": "encUtil", "dec": "decUtil"}
 
 
+_FIRST_CAPACITY = 8
+_TRIES = 4
+
+
+class _SizedCall:
+    """A list call of NVML's two-call pattern made once per read: pynvml's wrappers always ask for
+    the size first (two calls whenever a process runs); this passes a buffer of the size the last
+    answer needed, and calls again only when NVML says INSUFFICIENT_SIZE."""
+
+    def __init__(self) -> None:
+        self._capacity = _FIRST_CAPACITY  # grows, never shrinks; a plain int (GIL-atomic)
+
+    def __call__(self, struct: Any, call: Callable[[Any, Any], int]) -> list[Any]:
+        """``call(array, byref(count))`` → nvmlReturn; the filled entries, or raises the NVMLError."""
+        for _ in range(_TRIES):
+            capacity = self._capacity
+            count = ctypes.c_uint(capacity)
+            array = (struct * capacity)()
+            ret = call(array, ctypes.byref(count))
+            if ret == pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+                self._capacity = max(self._capacity, int(count.value) * 2 + 5)  # room for new processes
+                continue
+            if ret != pynvml.NVML_SUCCESS:
+                raise pynvml.NVMLError(ret)
+            return list(array[: count.value])
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+
+
 class ProcessReader:
     """Remembers, per GPU, the timestamp of the newest utilization sample already averaged."""
 
     def __init__(self) -> None:
         self._last_seen: dict[str, int] = {}  # GPU uuid → µs timestamp of the newest sample read
+        self._compute_call = _SizedCall()
+        self._utilization_call = _SizedCall()
+
+    def compute_processes(self, handle: Handle) -> list[Any]:
+        """``nvmlDeviceGetComputeRunningProcesses_v3`` in one call (pynvml's objects: pid,
+        usedGpuMemory (None when not available), gpuInstanceId, computeInstanceId). Without the
+        ``_v3`` symbol, pynvml's own wrapper answers (its NVMLLibraryMismatchError)."""
+        try:
+            function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3")
+        except pynvml.NVMLError_FunctionNotFound:
+            return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+        infos = []
+        for raw in self._compute_call(
+            pynvml.c_nvmlProcessInfo_v3_t, lambda array, count: function(handle, count, array)
+        ):
+            info = pynvml.nvmlStructToFriendlyObject(raw)
+            if info.usedGpuMemory == pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
+                info.usedGpuMemory = None
+            infos.append(info)
+        return infos
+
+    def _utilization_samples(self, handle: Handle, since: int) -> list[Any]:
+        """``nvmlDeviceGetProcessUtilization`` in one call; NOT_FOUND (no sample since) raises."""
+        function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
+        stamp = ctypes.c_ulonglong(since)
+        return self._utilization_call(
+            pynvml.c_nvmlProcessUtilizationSample_t, lambda array, count: function(handle, array, count, stamp)
+        )
 
     def read(
         self,
@@ -47,7 +104,7 @@ class ProcessReader:
         instances: dict[tuple[int, int], Entity],
         specs: Sequence[MetricSpec],
         request: Request,
-        compute: Callable[[Handle], Any] = pynvml.nvmlDeviceGetComputeRunningProcesses,
+        compute: Callable[[Handle], Any] | None = None,
     ) -> None:
         """Add one entity per process (on ``gpu`` or the MIG instance in ``instances`` by (GPU
         instance, compute instance) ids) with the raw values of ``specs``. ``compute`` lists the
@@ -59,7 +116,8 @@ class ProcessReader:
         if lists and all(request.asks(gpu.uid, s.key) for s in lists):
             for call, function in _LISTS:
                 try:
-                    infos = (compute if call == _LISTS[0][0] else function)(handle)
+                    lister = (compute or self.compute_processes) if call == _LISTS[0][0] else function
+                    infos = lister(handle)
                 except pynvml.NVMLError_GpuIsLost:
                     raise
                 except _UNSUPPORTED as err:
@@ -108,7 +166,7 @@ class ProcessReader:
         if not all(request.asks(gpu.uid, s.key) for s in specs):
             return {}
         try:
-            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, self._last_seen.get(gpu.uid, 0))
+            samples = self._utilization_samples(handle, self._last_seen.get(gpu.uid, 0))
         except pynvml.NVMLError_GpuIsLost:
             raise
         except pynvml.NVMLError_NotFound:

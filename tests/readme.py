@@ -90,7 +90,24 @@ def metric_table() -> str:
     return "\n".join(rows)
 
 
-SECTIONS = {"flags": flag_table, "metrics": metric_table}
+def dcgm_exporter_flag_table() -> str:
+    """dcgm-exporter's flags and variables, each with what it does here."""
+    from gpu_exporter.dcgm_flags import ALIASES, FLAGS
+
+    rows = ["| dcgm-exporter flag | Variable | Here |", "|---|---|---|"]
+    rows += [
+        f"| {' / '.join(f'`{name}`' for name in spelling.split(' / '))} | `{env}` | Same as `{ours}`. |"
+        for spelling, env, ours in ALIASES
+    ]
+    rows += [
+        f"| {' / '.join(f'`{name}`' for name in reversed(flag.names))} | `{flag.env}` | {flag.does} |"
+        for flag in FLAGS
+    ]
+    rows.append("| | `NODE_NAME` | Value of the `Hostname` label (else the host name). |")
+    return "\n".join(rows)
+
+
+SECTIONS = {"flags": flag_table, "metrics": metric_table, "dcgm-exporter-flags": dcgm_exporter_flag_table}
 
 
 def render(text: str) -> str:

@@ -611,3 +611,18 @@ def test_remote_hostengine_names_the_host_label() -> None:
     from gpu_exporter.compat import plan
 
     assert plan((), (), "nvml", True, "here", "Hostname", settings.dcgm_exporter).hostname == "gpu-box-3"
+
+
+def test_migration_guide_names_and_factors_match_the_catalogue() -> None:
+    from gpu_exporter.catalogue import METRICS
+
+    guide = (REPO / "docs" / "dcgm-exporter-migration.md").read_text()
+    rows = re.findall(r"^\| `(DCGM_\w+)` \| `(\w+)[^`]*` \| ([^|]+) \|$", guide, re.MULTILINE)
+    assert len(rows) >= 20
+    by_name = {spec.compat_name: spec for spec in METRICS if spec.compat_name}
+    for compat, native, factor in rows:
+        spec = by_name[compat]
+        assert spec.name == native, compat
+        scale = spec.compat_scale
+        expected = "1" if scale == 1 else (f"× {scale.denominator}" if scale.numerator == 1 else f"÷ {scale.numerator}")
+        assert factor.strip() == expected, compat

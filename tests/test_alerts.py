@@ -44,7 +44,8 @@ EXPECTED_ALERTS = {
     "GPUTemperatureHigh", "GPUTemperatureCritical", "GPUMemoryTemperatureHigh", "GPUXidError", "GPUFallenOffBus",
     "GPUUncorrectableECCError", "GPURowRemapFailure", "GPURowRemapPending", "GPUThermalThrottling",
     "GPUPowerThrottling", "GPUHardwareSlowdown", "GPUClockStraggler", "GPUMemoryNearlyFull",
-    "GPUUtilizationSaturated", "GPUIdleMemoryHeld", "GPUInputStarvation", "GPUAllocatedIdle", "GPUPCIeLinkDegraded", "GPUExporterDown",
+    "GPUUtilizationSaturated", "GPUIdleMemoryHeld", "GPUInputStarvation", "GPUAllocatedIdle", "GPUPCIeLinkDegraded",
+    "GPUExporterDown",
     "GPUMetricsAbsent", "GPUExporterStale", "GPUExporterBackendDown",
     "GPUNVLinkDown", "GPUNVLinkErrors", "GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh",
 }  # fmt: skip

@@ -92,3 +92,42 @@ def test_watch_prints_until_interrupted(fakenvml_dir: Path, tmp_path: Path) -> N
         out, err = child.communicate(timeout=20)
     assert child.returncode == 0, err
     assert out.count("[3] NVIDIA H100 80GB HBM3") >= 3
+
+
+def test_mig_instances_are_cards_of_their_own(fakenvml_dir: Path, tmp_path: Path) -> None:
+    env = _env(fakenvml_dir, tmp_path)
+    env["FAKE_NVML_SCENARIO"] = str(SCENARIOS / "mig.scn")
+    body = json.loads(_run(env, tmp_path, "--json").stdout)
+    cards = [
+        (c["kind"], c["title"], c.get("mig_uuid"), c["memory_used_bytes"], c["memory_total_bytes"])
+        for c in body["gpus"]
+    ]
+    assert cards == [
+        ("gpu", "GPU 0", None, 13958643712, 42949672960),
+        ("mig", "GPU 0 MIG 3g.20gb (GI 1, CI 0)", "MIG-5a1b2c3d-4e5f-5a6b-8c7d-9e0f1a2b3c4d", 8589934592, 20937965568),
+        ("mig", "GPU 0 MIG 2g.10gb (GI 5, CI 0)", "MIG-6b2c3d4e-5f6a-5b7c-9d8e-0f1a2b3c4d5e", 4294967296, 10468982784),
+        ("mig", "GPU 0 MIG 1g.5gb (GI 13, CI 0)", "MIG-7c3d4e5f-6a7b-5c8d-ae9f-1a2b3c4d5e6f", 1073741824, 4823449600),
+    ]
+    text = _run(env, tmp_path, "--no-color").stdout.splitlines()
+    assert (
+        text[2].startswith(" └ MIG 3g.20gb (GI 1, CI 0) NVIDIA A100-SXM4-40GB MIG 3g.20gb |")
+        and "8192 /  19968 MiB" in text[2]
+    )
+
+
+def test_a_lost_gpu_is_marked(fakenvml_dir: Path, tmp_path: Path) -> None:
+    env = _env(fakenvml_dir, tmp_path)
+    scenario = Path(env["FAKE_NVML_SCENARIO"])
+    scenario.write_text(scenario.read_text() + "gpu2.lost_after = 1\n")
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--watch", "0.5", "--json"]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, cwd=tmp_path) as child:
+        assert child.stdout is not None
+        deadline = time.monotonic() + 20
+        card: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            card = json.loads(child.stdout.readline())["gpus"][2]
+            if card["state"] == "lost":
+                break
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=20)
+    assert card["state"] == "lost" and card["problems"] == ["lost: the GPU stopped answering"]

@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,25 @@ def _chromium_run(profile: Path, *args: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
 
 
+def _first_pixel(path: Path) -> tuple[int, int, int]:
+    """The colour of the top-left pixel of an 8-bit RGB or RGBA PNG (the page background)."""
+    data = path.read_bytes()
+    chunks, at = b"", 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind = data[at + 4 : at + 8]
+        if kind == b"IHDR":
+            depth, colour = data[at + 16], data[at + 17]
+        elif kind == b"IDAT":
+            chunks += data[at + 8 : at + 8 + length]
+        at += 12 + length
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    row = zlib.decompressobj().decompress(chunks, 16)
+    assert row[0] in (0, 1, 3, 4), row[0]  # no filter, Sub, Average or Paeth: the first pixel is as stored
+    r, g, b = row[1], row[2], row[3]
+    return (r, g, b)
+
+
 def _png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
@@ -180,6 +200,13 @@ def test_chromium_renders_live_values_and_a_screenshot(exporter: Exporter, tmp_p
     run = _chromium_run(tmp_path / "profile-shot", size, f"--screenshot={shot}", exporter.url + "/")
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     assert _png_size(shot) == (1600, 1000) and shot.stat().st_size > 30_000  # a blank page compresses to ~5 kB
+    assert _first_pixel(shot) == (0xF6, 0xF7, 0xF9)  # the light scheme's background
+    dark = tmp_path / "dark.png"
+    run = _chromium_run(
+        tmp_path / "profile-dark", size, "--force-dark-mode", f"--screenshot={dark}", exporter.url + "/"
+    )
+    assert run.returncode == 0 and dark.exists(), run.stderr[-2000:]
+    assert _first_pixel(dark) == (0x12, 0x14, 0x16)  # prefers-color-scheme: dark
     if os.environ.get("UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)

@@ -122,7 +122,7 @@ def card_html(card: Card) -> str:
     parts = [
         f"<section class='{cls}' id='{_e(card['uid'])}' data-state='{_e(card['state'])}'>",
         f"<h2>{_e(card['title'])} · {_e(card['name'])}</h2>",
-        f"<div class='sub'>{_e(card['uuid'])} · {_e(card['state'])}</div>",
+        f"<div class='sub'>{_e(card.get('mig_uuid') or card['uuid'])} · {_e(card['state'])}</div>",
     ]
     if problems:
         parts.append("<ul class='problems'>" + "".join(f"<li>{_e(p)}</li>" for p in problems) + "</ul>")

@@ -216,6 +216,7 @@ def cards(snapshot: Snapshot, last_xids: Mapping[str, int] | None = None) -> lis
             )
             mig_card = _card(device, mig_entity, values, title)
             mig_card["name"] = dict(mig_entity.info).get("name", "") or device.identity.name
+            mig_card["mig_uuid"] = dict(mig_entity.info).get("mig_uuid", "")
             mig_card["problems"] = _problems(mig_card)
             out.append(mig_card)
     return out

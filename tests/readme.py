@@ -100,8 +100,7 @@ def dcgm_exporter_flag_table() -> str:
         for spelling, env, ours in ALIASES
     ]
     rows += [
-        f"| {' / '.join(f'`{name}`' for name in reversed(flag.names))} | `{flag.env}` | {flag.does} |"
-        for flag in FLAGS
+        f"| {' / '.join(f'`{name}`' for name in reversed(flag.names))} | `{flag.env}` | {flag.does} |" for flag in FLAGS
     ]
     rows.append("| | `NODE_NAME` | Value of the `Hostname` label (else the host name). |")
     return "\n".join(rows)

@@ -78,10 +78,15 @@ class ProcessReader:
             function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3")
         except pynvml.NVMLError_FunctionNotFound:
             return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+        try:
+            answer = self._compute_call(
+                pynvml.c_nvmlProcessInfo_v3_t, lambda array, count: function(handle, count, array)
+            )
+        except pynvml.NVMLError_FunctionNotFound:
+            # As pynvml reports it (NVMLLibraryMismatchError), so the log names what an operator knows.
+            return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
         infos = []
-        for raw in self._compute_call(
-            pynvml.c_nvmlProcessInfo_v3_t, lambda array, count: function(handle, count, array)
-        ):
+        for raw in answer:
             info = pynvml.nvmlStructToFriendlyObject(raw)
             if info.usedGpuMemory == pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
                 info.usedGpuMemory = None

@@ -124,6 +124,7 @@ class NvmlBackend:
         self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
+        self._rows: dict[int, tuple[MetricSpec, str, NvmlSource | None]] = {}  # id(spec) → spec, key, source
         self._listener: XidListener | None = None
         self._watch_events = False
         self._open = False
@@ -286,7 +287,7 @@ class NvmlBackend:
         if handle is None:
             raise DeviceLost(f"{device.uuid} is no longer enumerated by NVML")
         reading = RawReading()
-        rows = [spec for spec in request.specs if spec.nvml is not None]
+        rows = [spec for spec in request.specs if self._row(spec)[1] is not None]
         gpu = model.gpu(device.index, device.uuid)
         gpu_rows = [spec for spec in rows if "gpu" in spec.entities]
         link_rows = [spec for spec in rows if "nvlink" in spec.entities]
@@ -294,13 +295,9 @@ class NvmlBackend:
             (link, model.nvlink(device.index, device.uuid, link)) for link in (device.nvlinks if link_rows else ())
         ]
         # One field-value call for the GPU and all its NVLinks.
-        wanted = [Wanted(gpu, spec) for spec in gpu_rows if request.asks(gpu.uid, spec.key)]
-        wanted += [
-            Wanted(entity, spec, link)
-            for link, entity in links
-            for spec in link_rows
-            if request.asks(entity.uid, spec.key)
-        ]
+        wanted = self._wanted(gpu, gpu_rows, request)
+        for link, entity in links:
+            wanted += self._wanted(entity, link_rows, request, link)
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
         compute = _once(self._processes.compute_processes)
@@ -316,13 +313,32 @@ class NvmlBackend:
             instances[(mig.gpu_instance, mig.compute_instance)] = entity
             mig_handle = self._mig_handles.get((device.uuid, slot))
             if mig_handle is not None:
-                mig_wanted = [Wanted(entity, spec) for spec in mig_rows if request.asks(entity.uid, spec.key)]
-                mig_batch = self._batch(reading, entity, mig_handle, mig_wanted)
+                mig_batch = self._batch(reading, entity, mig_handle, self._wanted(entity, mig_rows, request))
                 self._read_into(reading, entity, mig_handle, mig_rows, request, mig_batch)
         process_rows = [spec for spec in rows if "process" in spec.entities]
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, process_rows, request, compute)
         return reading
+
+    def _row(self, spec: MetricSpec) -> tuple[str, NvmlSource | None]:
+        """(row key, NVML source) of a catalogue row, computed once (both are properties that
+        build their answer); the entry keeps ``spec`` alive, so its id is never reused."""
+        known = self._rows.get(id(spec))
+        if known is None:
+            known = self._rows[id(spec)] = (spec, spec.key, spec.nvml)
+        return known[1], known[2]
+
+    def _wanted(
+        self, entity: Entity, specs: Sequence[MetricSpec], request: Request, link: int | None = None
+    ) -> list[Wanted]:
+        """The rows of ``entity`` this read asks for, as candidates for the field-value call."""
+        uid = entity.uid
+        wanted = []
+        for spec in specs:
+            row, source = self._row(spec)
+            if source is not None and request.asks(uid, row):
+                wanted.append(Wanted(entity, spec, (uid, row), source, link))
+        return wanted
 
     def _batch(
         self, reading: RawReading, entity: Entity, handle: Handle, wanted: Sequence[Wanted]
@@ -354,24 +370,29 @@ class NvmlBackend:
         values in ``batch`` came with the handle's field-value call."""
         structs: dict[str, Raw | Exception] = {}
         out = reading.raw.setdefault(entity, {})
+        uid = entity.uid
         for spec in specs:
-            source = spec.nvml
-            assert source is not None  # filtered by read()
-            if not request.asks(entity.uid, spec.key):
+            row, source = self._row(spec)
+            if not request.asks(uid, row):
                 continue
+            key = (uid, row)
+            outcome = batch.get(key)
+            if type(outcome) is float:  # came with the field-value call (its time counted there)
+                out[row] = outcome
+                continue
+            assert source is not None  # filtered by read()
             read: Callable[[], float | None] = (
                 functools.partial(self._raw, handle, source, structs, compute)
                 if link is None
                 else functools.partial(_link_raw, handle, link, source)
             )
-            key = (entity.uid, spec.key)
-            if key in batch:
-                read = functools.partial(self._batched, batch[key], key, read)
+            if outcome is not None:
+                read = functools.partial(self._batched, outcome, key, read)
             started = time.perf_counter()
             raw = self._call(entity, spec, read, reading)
             reading.spent(spec.collector, time.perf_counter() - started)
             if raw is not None:
-                out[spec.key] = raw
+                out[row] = raw
 
     def _batched(self, outcome: Outcome, key: tuple[str, str], single: Callable[[], float | None]) -> float | None:
         """A value from the field-value call, or from its own call where the field was no use."""

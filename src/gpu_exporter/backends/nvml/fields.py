@@ -85,6 +85,8 @@ class Wanted:
 
     entity: Entity
     spec: MetricSpec
+    key: tuple[str, str]  # (entity uid, row key)
+    source: NvmlSource
     link: int | None = None
 
 
@@ -107,10 +109,8 @@ class FieldBatcher:
         ...) except a missing function or a handle without field values, which fall back."""
         entries: list[tuple[Wanted, tuple[int, int]]] = []
         for item in wanted:
-            source = item.spec.nvml
-            assert source is not None
-            field = field_of(source, item.link)
-            if field is not None and (item.entity.uid, item.spec.key) not in self._use_call:
+            field = field_of(item.source, item.link)
+            if field is not None and item.key not in self._use_call:
                 entries.append((item, field))
         if not entries:
             return {}, []
@@ -118,15 +118,15 @@ class FieldBatcher:
         try:
             values = pynvml.nvmlDeviceGetFieldValues(handle, [(fid, scope) for _item, (fid, scope) in entries])
         except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_NotSupported, pynvml.NVMLLibraryMismatchError):
-            self._use_call.update((item.entity.uid, item.spec.key) for item in asked)
+            self._use_call.update(item.key for item in asked)
             return {}, asked
         except pynvml.NVMLError_GpuIsLost:
             raise
         except pynvml.NVMLError as err:  # the whole call failed: every value it carried did
-            return {(item.entity.uid, item.spec.key): err for item in asked}, asked
+            return {item.key: err for item in asked}, asked
         out: dict[tuple[str, str], Outcome] = {}
         for (item, (field_id, _scope)), entry in zip(entries, values, strict=True):
-            key = (item.entity.uid, item.spec.key)
+            key = item.key
             if entry.nvmlReturn in _NO_FIELD:
                 self._use_call.add(key)
                 out[key] = CALL

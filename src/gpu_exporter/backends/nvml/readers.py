@@ -73,20 +73,23 @@ def text(value: object) -> str:
     return str(value)
 
 
+_MEMBERS = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
 def field_value(entry: Any) -> float:
     """Decode one ``nvmlFieldValue_t`` union by its ``valueType``; raise its ``nvmlReturn``."""
-    if entry.nvmlReturn != pynvml.NVML_SUCCESS:
-        raise pynvml.NVMLError(entry.nvmlReturn)
-    member = {
-        pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
-        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
-        pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
-    }.get(entry.valueType, "ullVal")
-    return float(getattr(entry.value, member))
+    status = entry.nvmlReturn
+    if status != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(status)
+    return float(getattr(entry.value, _MEMBERS.get(entry.valueType, "ullVal")))
 
 
 def _memory(handle: Handle) -> Raw:

@@ -18,6 +18,7 @@ import os
 import re
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -150,7 +151,13 @@ def _answering(sampler: Sampler, nodes: int) -> list[Finding]:
     sampler.start()
     try:
         sampler.first_cycle_done.wait(15.0)
+        # A first cycle can end before a slow first read returns (opening took the budget): give every
+        # GPU a few cycles to answer before calling it hung.
+        deadline = time.monotonic() + 5.0
         snapshot = sampler.snapshot
+        while time.monotonic() < deadline and not all(d.values or not d.up for d in snapshot.devices):
+            time.sleep(0.1)
+            snapshot = sampler.snapshot
     finally:
         sampler.stop()
     findings = []

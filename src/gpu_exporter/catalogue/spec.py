@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from gpu_exporter.catalogue.vocabulary import UNIT_MAXIMA, help_text
@@ -169,7 +170,7 @@ Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated
 
 
 @dataclass(frozen=True, eq=False)
-class MetricSpec:
+class MetricSpec:  # derived attributes are cached (rows are immutable and read on every sample)
     """One exported metric about an entity.
 
     ``unit`` is the base unit, also the name's suffix. ``collector`` is the ``--collector.NAME``
@@ -196,24 +197,24 @@ class MetricSpec:
     variant: tuple[tuple[str, str], ...] = ()
     maximum: float | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Unique key of this row: the name, plus the variant labels when the family has several rows."""
         if not self.variant:
             return self.name
         return self.name + "{" + ",".join(f"{label}={value}" for label, value in self.variant) + "}"
 
-    @property
+    @cached_property
     def help(self) -> str:
         """HELP text: the meaning, the unit and the source on each backend (shared by a family's rows)."""
         return help_text(self)
 
-    @property
+    @cached_property
     def bound(self) -> float | None:
         """The largest plausible value in base units (the row's own maximum, else its unit's)."""
         return self.maximum if self.maximum is not None else UNIT_MAXIMA.get(self.unit)
 
-    @property
+    @cached_property
     def root(self) -> Literal["gpu", "fabric"]:
         """Which worker reads this row: a GPU's, or the fabric's (NVSwitches)."""
         return ROOT_OF[self.entities[0]]
@@ -222,27 +223,27 @@ class MetricSpec:
         """Where ``backend`` reads this row; None when it cannot (or the row is derived)."""
         return self.sources.get(backend)
 
-    @property
+    @cached_property
     def nvml(self) -> NvmlSource | None:
         source = self.sources.get("nvml")
         return source if isinstance(source, NvmlSource) else None
 
-    @property
+    @cached_property
     def dcgm(self) -> DcgmSource | None:
         source = self.sources.get("dcgm")
         return source if isinstance(source, DcgmSource) else None
 
-    @property
+    @cached_property
     def mig(self) -> bool:
         """Also read per MIG instance."""
         return "mig" in self.entities
 
-    @property
+    @cached_property
     def per_link(self) -> bool:
         """About one NVLink (of a GPU, or a port of an NVSwitch)."""
         return self.entities[0] in ("nvlink", "nvswitch_port")
 
-    @property
+    @cached_property
     def nvswitch(self) -> bool:
         """About an NVSwitch or one of its ports rather than a GPU."""
         return self.root == "fabric"

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from gpu_exporter.attribution.refresh import keeps, log_failure, run_every
+
 log = logging.getLogger(__name__)
 
 URL = "https://127.0.0.1:10250/pods"
@@ -323,28 +325,26 @@ class KubeletPods:
 
     def _failed(self, state: KubeletPodsState, answered: float, calls: int, kind: str, detail: str) -> None:
         self._failures[kind] = self._failures.get(kind, 0) + 1
-        keep = bool(state.pods) and self._clock() - answered <= self._max_age
+        age = self._clock() - answered
+        keep = keeps(bool(state.pods), age, self._max_age)
         failures = tuple(sorted(self._failures.items()))
         pods = state.pods if keep else _EMPTY
         self._published = (
             replace(state, pods=pods, up=False, error=kind, calls=calls, failures=failures, kept=keep),
             answered,
         )
-        if self._logged != kind:
-            if keep:
-                held = f"; keeping the last answer for up to {self._max_age:g} s"
-            elif state.pods:
-                held = f"; the last answer, {self._clock() - answered:.0f} s old, is dropped"
-            else:
-                held = ""
-            log.warning("kubelet pods: GET %s failed (%s: %s)%s", self._url, kind, detail, held)
-            self._logged = kind
-        elif state.pods and not keep:
-            age = self._clock() - answered
-            log.warning("kubelet pods: dropped the last answer, %.0f s old (still failing: %s)", age, kind)
+        self._logged = log_failure(
+            log,
+            "kubelet pods",
+            f"GET {self._url}",
+            kind,
+            detail,
+            self._logged,
+            bool(state.pods),
+            keep,
+            age,
+            self._max_age,
+        )
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            began = self._clock()
-            self.refresh()
-            self._stop.wait(max(0.0, began + self._refresh - self._clock()))
+        run_every(self.refresh, self._stop, self._clock, self._refresh)

@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError
 
 from gpu_exporter.attribution.deviceids import GpuIds, is_gpu_resource, resolve
 from gpu_exporter.attribution.proto.podresources_v1_pb2 import ListPodResourcesResponse
+from gpu_exporter.attribution.refresh import keeps, log_failure, run_every
 
 log = logging.getLogger(__name__)
 
@@ -209,28 +210,26 @@ class PodResources:
 
     def _failed(self, state: PodResourcesState, answered: float, calls: int, kind: str, detail: str) -> None:
         self._failures[kind] = self._failures.get(kind, 0) + 1
-        keep = bool(state.allocations) and self._clock() - answered <= self._max_age
+        age = self._clock() - answered
+        keep = keeps(bool(state.allocations), age, self._max_age)
         failures = tuple(sorted(self._failures.items()))
         allocations = state.allocations if keep else ()
         self._published = (
             replace(state, allocations=allocations, up=False, error=kind, calls=calls, failures=failures, kept=keep),
             answered,
         )
-        if self._logged != kind:
-            if keep:
-                held = f"; keeping the last answer for up to {self._max_age:g} s"
-            elif state.allocations:
-                held = f"; the last answer, {self._clock() - answered:.0f} s old, is dropped"
-            else:
-                held = ""
-            log.warning("pod-resources: List on %s failed (%s: %s)%s", self._socket, kind, detail, held)
-            self._logged = kind
-        elif state.allocations and not keep:
-            age = self._clock() - answered
-            log.warning("pod-resources: dropped the last answer, %.0f s old (still failing: %s)", age, kind)
+        self._logged = log_failure(
+            log,
+            "pod-resources",
+            f"List on {self._socket}",
+            kind,
+            detail,
+            self._logged,
+            bool(state.allocations),
+            keep,
+            age,
+            self._max_age,
+        )
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            began = self._clock()
-            self.refresh()
-            self._stop.wait(max(0.0, began + self._refresh - self._clock()))
+        run_every(self.refresh, self._stop, self._clock, self._refresh)

@@ -178,6 +178,7 @@ def test_probes_without_auth_and_sighup_reload(fakenvml_dir: Path, tmp_path: Pat
         exporter.process.send_signal(signal.SIGHUP)
         _wait(lambda: exporter.get("/healthz").status_code == 200, "probes open after SIGHUP")
         assert exporter.get("/readyz").status_code == 200
+        assert exporter.get("/health").status_code == 200  # dcgm-exporter's probe path, as NVIDIA's chart uses it
         assert exporter.get("/metrics").status_code == 401  # metrics stay protected
         assert "need a restart to apply: --collect-interval" in exporter.log()
         settings.write_text("web: [\n")  # a broken file on SIGHUP: logged, nothing changes, still running

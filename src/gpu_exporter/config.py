@@ -287,7 +287,8 @@ OPTIONS: tuple[Option, ...] = (
            "or its certificates change (see Security).", "FILE",
            aliases=("--web-config-file",), env_aliases=("DCGM_EXPORTER_WEB_CONFIG_FILE",)),
     Option("--web.probes-without-auth", "probes_without_auth", ("web", "probes-without-auth"), _boolean,
-           "Answer /healthz and /readyz without basic auth, for kubelet probes (default false).", "BOOL",
+           "Answer /healthz, /readyz and /health without basic auth, for kubelet probes (default false).",
+           "BOOL",
            switch=True),
     Option("--web.max-connections", "max_connections", ("web", "max-connections"), _integer(8, 65536),
            "Most open HTTP connections, further capped below the file limit; at the cap the longest-idle "

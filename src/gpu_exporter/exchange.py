@@ -29,7 +29,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT = 30.0
-PROBES = ("/healthz", "/readyz")
+PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which NVIDIA's chart probes
 
 
 class _Connection:

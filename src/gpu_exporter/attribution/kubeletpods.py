@@ -34,15 +34,13 @@ import logging
 import os
 import re
 import ssl
-import threading
-import time
 import urllib.parse
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from gpu_exporter.attribution.refresh import keeps, log_failure, run_every
+from gpu_exporter.attribution.refresh import Failure, Refresher
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +98,7 @@ class KubeletPodsState:
     kept: bool = False  # pods are an earlier answer, kept through failures
 
 
-class _Failure(Exception):
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.kind = kind
+_Failure = Failure
 
 
 def _text(value: object, what: str) -> str:
@@ -164,7 +159,7 @@ def parse(body: bytes) -> Mapping[str, PodName]:
     return MappingProxyType(pods)
 
 
-class KubeletPods:
+class KubeletPods(Refresher[KubeletPodsState, Mapping[str, PodName]]):
     """Pod names by UID from the kubelet's ``/pods``, refreshed on a daemon thread and read without blocking."""
 
     def __init__(
@@ -192,64 +187,30 @@ class KubeletPods:
         self._token_file = token_file
         self._ca_file = ca_file
         self._insecure = insecure_skip_verify
-        self._refresh = refresh_seconds
-        self._max_age = max_age_seconds
-        self._timeout = timeout_seconds
         self._max_bytes = max_bytes
-        self._clock: Callable[[], float] = time.monotonic
         self._context: tuple[object, ssl.SSLContext] | None = None  # (CA file's stat key, its context)
-        # (state, monotonic time of its answer): replaced whole, so a reader never sees half of it.
-        self._published: tuple[KubeletPodsState, float] = (KubeletPodsState(), 0.0)
-        self._failures: dict[str, int] = {}
-        self._logged = ""  # the state last logged: "up" or a failure kind
-        self._refreshing = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(
+            log, "kubelet pods", "pods", _EMPTY, KubeletPodsState(), refresh_seconds, max_age_seconds, timeout_seconds
+        )
+        self._credentials: tuple[str, ssl.SSLContext] | None = None  # for the request _prepare checked
 
-    def start(self) -> None:
-        """Start the refresh thread (once); the first request is made at once."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="kubelet-pods", daemon=True)
-            self._thread.start()
+    def _prepare(self) -> None:
+        self._credentials = (self._token(), self._ssl_context())
 
-    def stop(self) -> None:
-        """Stop the refresh thread, waiting at most one request timeout for it."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self._timeout + 1.0)
+    def _ask(self) -> Mapping[str, PodName]:
+        assert self._credentials is not None
+        return parse(self._get(*self._credentials))
 
-    def current(self) -> KubeletPodsState:
-        """The latest state; an answer older than ``max_age_seconds`` that failures kept is left out."""
-        state, answered = self._published
-        if state.kept and self._clock() - answered > self._max_age:
-            return replace(state, pods=_EMPTY, kept=False)
-        return state
+    def _answered(
+        self, answer: Mapping[str, PodName], calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float
+    ) -> KubeletPodsState:
+        return KubeletPodsState(answer, True, calls, failures, fetched_at)
 
-    def refresh(self) -> None:
-        """Ask the kubelet once and publish the outcome (the thread calls this; never raises)."""
-        with self._refreshing:
-            self._refresh_once()
+    def _what(self) -> str:
+        return f"GET {self._url}"
 
-    def _refresh_once(self) -> None:
-        state, answered = self._published
-        calls = state.calls
-        try:
-            token = self._token()
-            context = self._ssl_context()
-            calls += 1
-            pods = parse(self._get(token, context))
-        except _Failure as failure:
-            self._failed(state, answered, calls, failure.kind, str(failure))
-            return
-        except Exception as exc:  # noqa: BLE001 - a refresh must not end the thread
-            self._failed(state, answered, calls, "error", f"{type(exc).__name__}: {exc}")
-            return
-        failures = tuple(sorted(self._failures.items()))
-        self._published = (KubeletPodsState(pods, True, calls, failures, time.time()), self._clock())
-        if self._logged != "up":
-            again = " again" if state.fetched_at else ""
-            log.info("kubelet pods: %s answers%s (%d pods)", self._url, again, len(pods))
-            self._logged = "up"
+    def _up_line(self, answer: Mapping[str, PodName], again: str) -> str:
+        return f"kubelet pods: {self._url} answers{again} ({len(answer)} pods)"
 
     def _token(self) -> str:
         if not self._token_file:
@@ -322,29 +283,3 @@ class KubeletPods:
             raise _Failure("malformed", f"not an HTTP answer ({type(exc).__name__})") from None
         finally:
             connection.close()
-
-    def _failed(self, state: KubeletPodsState, answered: float, calls: int, kind: str, detail: str) -> None:
-        self._failures[kind] = self._failures.get(kind, 0) + 1
-        age = self._clock() - answered
-        keep = keeps(bool(state.pods), age, self._max_age)
-        failures = tuple(sorted(self._failures.items()))
-        pods = state.pods if keep else _EMPTY
-        self._published = (
-            replace(state, pods=pods, up=False, error=kind, calls=calls, failures=failures, kept=keep),
-            answered,
-        )
-        self._logged = log_failure(
-            log,
-            "kubelet pods",
-            f"GET {self._url}",
-            kind,
-            detail,
-            self._logged,
-            bool(state.pods),
-            keep,
-            age,
-            self._max_age,
-        )
-
-    def _run(self) -> None:
-        run_every(self.refresh, self._stop, self._clock, self._refresh)

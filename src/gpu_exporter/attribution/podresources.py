@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -30,7 +28,7 @@ from google.protobuf.message import DecodeError
 
 from gpu_exporter.attribution.deviceids import GpuIds, is_gpu_resource, resolve
 from gpu_exporter.attribution.proto.podresources_v1_pb2 import ListPodResourcesResponse
-from gpu_exporter.attribution.refresh import keeps, log_failure, run_every
+from gpu_exporter.attribution.refresh import Failure, Refresher
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +70,7 @@ class PodResourcesState:
     kept: bool = False  # allocations are an earlier answer, kept through failures
 
 
-class _Failure(Exception):
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.kind = kind
+_Failure = Failure
 
 
 def resolve_all(allocations: Sequence[Allocation], gpus: Sequence[GpuIds]) -> tuple[Allocation, ...]:
@@ -106,7 +101,7 @@ def parse(answer: bytes, extra: frozenset[str], gpus: Sequence[GpuIds]) -> tuple
     return tuple(sorted(found, key=lambda a: (a.namespace, a.pod, a.container, a.resource, a.device_id)))
 
 
-class PodResources:
+class PodResources(Refresher[PodResourcesState, tuple[Allocation, ...]]):
     """GPU allocations from the kubelet, refreshed on a daemon thread and read without blocking."""
 
     def __init__(
@@ -123,71 +118,31 @@ class PodResources:
         """``resources``: GPU resource names besides ``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` and
         ``nvidia.com/mig-*``; ``gpus``: the GPUs to resolve device ids against, asked on each refresh."""
         self._socket = socket_path
-        self._refresh = refresh_seconds
         self._extra = resources
-        self._max_age = max_age_seconds
         self._gpus = gpus
-        self._timeout = timeout_seconds
         self._max_bytes = max_answer_bytes
-        self._clock: Callable[[], float] = time.monotonic
-        # (state, monotonic time of its answer): replaced whole, so a reader never sees half of it.
-        self._published: tuple[PodResourcesState, float] = (PodResourcesState(), 0.0)
-        self._failures: dict[str, int] = {}
-        self._logged = ""  # the state last logged: "up" or a failure kind
-        self._refreshing = threading.Lock()  # one refresh at a time, should a caller also call refresh()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(
+            log, "pod-resources", "allocations", (), PodResourcesState(), refresh_seconds, max_age_seconds,
+            timeout_seconds,
+        )  # fmt: skip
 
-    def start(self) -> None:
-        """Start the refresh thread (once); the first call is made at once."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pod-resources", daemon=True)
-            self._thread.start()
+    def _prepare(self) -> None:
+        if not os.path.exists(self._socket):
+            raise _Failure("socket_missing", f"no socket at {self._socket}")
 
-    def stop(self) -> None:
-        """Stop the refresh thread, waiting at most one call timeout for it."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self._timeout + 1.0)
+    def _ask(self) -> tuple[Allocation, ...]:
+        return parse(self._call(), self._extra, self._gpus())
 
-    def current(self) -> PodResourcesState:
-        """The latest state; an answer older than ``max_age_seconds`` that failures kept is left out."""
-        state, answered = self._published
-        if state.kept and self._clock() - answered > self._max_age:
-            return replace(state, allocations=(), kept=False)
-        return state
+    def _answered(
+        self, answer: tuple[Allocation, ...], calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float
+    ) -> PodResourcesState:
+        return PodResourcesState(answer, True, fetched_at, "", calls, failures)
 
-    def refresh(self) -> None:
-        """Ask the kubelet once and publish the outcome (the thread calls this; never raises)."""
-        with self._refreshing:
-            self._refresh_once()
+    def _what(self) -> str:
+        return f"List on {self._socket}"
 
-    def _refresh_once(self) -> None:
-        state, answered = self._published
-        calls = state.calls
-        try:
-            if not os.path.exists(self._socket):
-                raise _Failure("socket_missing", f"no socket at {self._socket}")
-            calls += 1
-            answer = self._call()
-            allocations = parse(answer, self._extra, self._gpus())
-        except _Failure as failure:
-            self._failed(state, answered, calls, failure.kind, str(failure))
-            return
-        except Exception as exc:  # noqa: BLE001 - the gpus callable or gRPC itself; a refresh must not end the thread
-            self._failed(state, answered, calls, "error", f"{type(exc).__name__}: {exc}")
-            return
-        now = self._clock()
-        self._published = (
-            PodResourcesState(allocations, True, time.time(), "", calls, tuple(sorted(self._failures.items()))),
-            now,
-        )
-        if self._logged != "up":
-            again = " again" if state.fetched_at else ""
-            log.info(
-                "pod-resources: the kubelet answers%s on %s (%d GPU allocations)", again, self._socket, len(allocations)
-            )
-            self._logged = "up"
+    def _up_line(self, answer: tuple[Allocation, ...], again: str) -> str:
+        return f"pod-resources: the kubelet answers{again} on {self._socket} ({len(answer)} GPU allocations)"
 
     def _call(self) -> bytes:
         options = [("grpc.max_receive_message_length", self._max_bytes), ("grpc.max_send_message_length", 1024)]
@@ -207,29 +162,3 @@ class PodResources:
         if not isinstance(answer, bytes):
             raise _Failure("malformed", "answer is not bytes")
         return answer
-
-    def _failed(self, state: PodResourcesState, answered: float, calls: int, kind: str, detail: str) -> None:
-        self._failures[kind] = self._failures.get(kind, 0) + 1
-        age = self._clock() - answered
-        keep = keeps(bool(state.allocations), age, self._max_age)
-        failures = tuple(sorted(self._failures.items()))
-        allocations = state.allocations if keep else ()
-        self._published = (
-            replace(state, allocations=allocations, up=False, error=kind, calls=calls, failures=failures, kept=keep),
-            answered,
-        )
-        self._logged = log_failure(
-            log,
-            "pod-resources",
-            f"List on {self._socket}",
-            kind,
-            detail,
-            self._logged,
-            bool(state.allocations),
-            keep,
-            age,
-            self._max_age,
-        )
-
-    def _run(self) -> None:
-        run_every(self.refresh, self._stop, self._clock, self._refresh)

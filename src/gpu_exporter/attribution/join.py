@@ -20,6 +20,7 @@ from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
 from gpu_exporter.attribution.procfs import ProcessNames
+from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
@@ -44,46 +45,22 @@ class PodAllocation(Protocol):
     def device_id(self) -> str: ...
 
 
-class KubeletState(Protocol):
+class KubeletState(SourceState, Protocol):
     """The kubelet source's latest state (:class:`~gpu_exporter.attribution.podresources.PodResourcesState`)."""
 
     @property
     def allocations(self) -> Sequence[PodAllocation]: ...
-    @property
-    def up(self) -> bool: ...
-    @property
-    def calls(self) -> int: ...
-    @property
-    def failures(self) -> tuple[tuple[str, int], ...]: ...
-    @property
-    def fetched_at(self) -> float: ...
 
 
-class PodNameState(Protocol):
+class PodNameState(SourceState, Protocol):
     """The kubelet /pods source's state (:class:`~gpu_exporter.attribution.kubeletpods.KubeletPodsState`)."""
 
     @property
     def pods(self) -> Mapping[str, PodName]: ...
-    @property
-    def up(self) -> bool: ...
-    @property
-    def calls(self) -> int: ...
-    @property
-    def failures(self) -> tuple[tuple[str, int], ...]: ...
-    @property
-    def fetched_at(self) -> float: ...
 
 
-class PodNames(Protocol):
-    def current(self) -> PodNameState: ...
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-
-
-class Kubelet(Protocol):
-    def current(self) -> KubeletState: ...
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
+Kubelet = Source[KubeletState]
+PodNames = Source[PodNameState]
 
 
 class Attributor:

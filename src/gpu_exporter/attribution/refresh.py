@@ -29,6 +29,8 @@ class SourceState(Protocol):
     @property
     def calls(self) -> int: ...
     @property
+    def failures(self) -> tuple[tuple[str, int], ...]: ...
+    @property
     def fetched_at(self) -> float: ...
     @property
     def kept(self) -> bool: ...
@@ -36,6 +38,15 @@ class SourceState(Protocol):
 
 S = TypeVar("S", bound=SourceState)
 A = TypeVar("A")
+T = TypeVar("T", covariant=True)
+
+
+class Source(Protocol[T]):
+    """What the attribution join needs of a source: its state now, and its lifecycle."""
+
+    def current(self) -> T: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 def run_every(refresh: Callable[[], None], stop: threading.Event, clock: Callable[[], float], seconds: float) -> None:

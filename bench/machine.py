@@ -14,6 +14,14 @@ from typing import Any
 from bench import procfs
 
 
+def _relative(path: str, repo: Path) -> str:
+    """``path`` relative to the repository when it is inside it (results carry no machine paths)."""
+    try:
+        return str(Path(path).relative_to(repo))
+    except ValueError:
+        return Path(path).name
+
+
 def _cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -79,7 +87,7 @@ def describe(repo: Path, nvitop_python: Path | None, wrk_version: str) -> dict[s
         "packages": {name: importlib.metadata.version(name) for name in ours},
         "wrk": wrk_version,
         "clock_ticks_per_s": procfs.CLOCK_TICKS,
-        "executable": sys.executable,
+        "executable": _relative(sys.executable, repo),
     }
     if nvitop_python is not None:
         info["nvitop_packages"] = _versions(

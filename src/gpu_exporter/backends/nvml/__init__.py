@@ -1,6 +1,6 @@
 """The NVML backend: the only code that imports ``pynvml`` (nvidia-ml-py).
 
-It initialises NVML once, discovers GPUs and MIG devices, reads the catalogue's NVML sources as raw
+It initialises NVML once and discovers GPUs and MIG devices (:mod:`.discovery`), reads the catalogue's NVML sources as raw
 values and queues Xid events. NVML's vocabulary stops here: ``NVMLError_NotSupported`` and a missing
 symbol are reported as unsupported (the pipeline's memo decides when to ask again);
 ``NVMLError_GpuIsLost`` becomes :class:`DeviceLost`; ``NVMLLibraryMismatchError`` (not an
@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -27,10 +25,10 @@ from gpu_exporter.backends.base import (
     DeviceLost,
     Event,
     HostIdentity,
-    MigIdentity,
     RawReading,
     Request,
 )
+from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
 from gpu_exporter.backends.nvml.processes import ProcessReader
@@ -38,40 +36,14 @@ from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
     ERROR_KINDS,
     LINK_READERS,
-    MAX_LINKS,
     STRUCT_READERS,
     Handle,
     Raw,
-    text,
 )
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
 log = logging.getLogger(__name__)
-
-# Init failures → (reason, what the operator should do).
-_INIT_HINTS: dict[int, tuple[str, str]] = {
-    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
-        "library_not_found",
-        "libnvidia-ml.so.1 not found: install the NVIDIA driver, or in a container run with the NVIDIA "
-        "container toolkit (docker --gpus all, or runtimeClassName: nvidia on Kubernetes)",
-    ),
-    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
-        "driver_not_loaded",
-        "the NVIDIA kernel driver is not loaded: check 'lsmod | grep nvidia' and dmesg, then load it "
-        "(modprobe nvidia) or reinstall the driver",
-    ),
-    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-        "version_mismatch",
-        "libnvidia-ml.so.1 and the loaded kernel module are different driver versions (usually after a "
-        "driver upgrade): reboot, or reload the nvidia kernel modules",
-    ),
-    pynvml.NVML_ERROR_NO_PERMISSION: (
-        "no_permission",
-        "no permission to open /dev/nvidia*: run as root or as a member of the group owning /dev/nvidiactl; "
-        "in a container, expose the devices (docker --gpus all, or the NVIDIA device plugin)",
-    ),
-}
 
 
 def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
@@ -103,14 +75,6 @@ def _count(call: Callable[[Handle], Any], handle: Handle) -> Raw:
     return {"": len(call(handle))}
 
 
-def _in_container_without_devices() -> bool:
-    """True inside a container (Docker, Podman, Kubernetes) that was given no NVIDIA device nodes."""
-    in_container = (
-        Path("/.dockerenv").exists() or Path("/run/.containerenv").exists() or "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    return in_container and not Path("/dev/nvidiactl").exists()
-
-
 class NvmlBackend:
     """GPU samples through NVML. ``open``, ``discover`` and ``read`` run on sampler threads (NVML
     is thread-safe); handles are swapped as whole dicts, so a read never sees a half-built map."""
@@ -131,36 +95,16 @@ class NvmlBackend:
 
     def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
         """``nvmlInit``, then discovery (``nvmlDeviceGetCount``, handles, MIG devices), then events."""
-        self._init()
+        init()
         self._open = True
         self._watch_events = watch_events
-        host = HostIdentity(
-            driver_version=self._system(pynvml.nvmlSystemGetDriverVersion),
-            cuda_version=self._cuda_version(),
-            nvml_version=self._system(pynvml.nvmlSystemGetNVMLVersion),
-        )
+        host = host_identity()
         try:
             devices = self.discover()
         except BackendUnavailable:
             self.close()
             raise
         return host, devices
-
-    def _init(self) -> None:
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as err:
-            reason, hint = _INIT_HINTS.get(err.value, ("init_failed", f"nvmlInit failed: {err}"))
-            if (
-                reason in ("library_not_found", "driver_not_loaded", "no_permission")
-                and _in_container_without_devices()
-            ):
-                hint += (
-                    "; this looks like a container without /dev/nvidia* device nodes: run it with the NVIDIA "
-                    "container toolkit (docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use "
-                    "runtimeClassName: nvidia"
-                )
-            raise BackendUnavailable(reason, hint) from err
 
     def discover(self) -> Sequence[DeviceIdentity]:
         """Enumerate GPUs by index. A GPU that cannot be opened now (lost) but was known at that
@@ -174,7 +118,7 @@ class NvmlBackend:
         devices = []
         for index in range(count):
             try:
-                devices.append(self._discover(index, handles, mig_handles))
+                devices.append(open_gpu(index, handles, mig_handles))
             except pynvml.NVMLError as err:
                 known = self._by_index.get(index)
                 if known is None:
@@ -195,91 +139,6 @@ class NvmlBackend:
             self._listener.stop()
         self._listener = XidListener(self._handles, self._events)
         self._listener.start()
-
-    def _system(self, call: Callable[[], Any]) -> str:
-        try:
-            return text(call())
-        except pynvml.NVMLError:
-            return ""
-
-    def _cuda_version(self) -> str:
-        try:
-            version = int(pynvml.nvmlSystemGetCudaDriverVersion())
-        except pynvml.NVMLError:
-            return ""
-        return f"{version // 1000}.{version % 1000 // 10}"
-
-    def _discover(
-        self, index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str, int], Handle]
-    ) -> DeviceIdentity:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        uuid = text(pynvml.nvmlDeviceGetUUID(handle))
-        handles[uuid] = handle
-
-        def identity(call: Callable[[Handle], Any]) -> str:
-            try:
-                return text(call(handle))
-            except pynvml.NVMLError:
-                return ""
-
-        mig_mode, migs = self._discover_migs(uuid, handle, mig_handles)
-        return DeviceIdentity(
-            index=index,
-            uuid=uuid,
-            name=identity(pynvml.nvmlDeviceGetName),
-            pci_bus_id=identity(lambda h: pynvml.nvmlDeviceGetPciInfo(h).busId),
-            serial=identity(pynvml.nvmlDeviceGetSerial),
-            vbios_version=identity(pynvml.nvmlDeviceGetVbiosVersion),
-            board_part_number=identity(pynvml.nvmlDeviceGetBoardPartNumber),
-            minor_number=identity(pynvml.nvmlDeviceGetMinorNumber),
-            mig_mode=mig_mode,
-            migs=migs,
-            nvlinks=self._discover_links(handle),
-        )
-
-    def _discover_links(self, handle: Handle) -> tuple[int, ...]:
-        """NVLinks for which ``nvmlDeviceGetNvLinkState`` answers (GPUs without NVLink: none)."""
-        links = []
-        for link in range(MAX_LINKS):
-            try:
-                pynvml.nvmlDeviceGetNvLinkState(handle, link)
-            except pynvml.NVMLError_GpuIsLost:
-                raise
-            except pynvml.NVMLError:
-                continue
-            links.append(link)
-        return tuple(links)
-
-    def _discover_migs(
-        self, uuid: str, handle: Handle, mig_handles: dict[tuple[str, int], Handle]
-    ) -> tuple[str, tuple[MigIdentity, ...]]:
-        """``nvmlDeviceGetMigMode`` then each ``nvmlDeviceGetMigDeviceHandleByIndex`` slot."""
-        try:
-            current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
-        except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
-            return "", ()
-        if current != pynvml.NVML_DEVICE_MIG_ENABLE:
-            return "disabled", ()
-        migs: list[MigIdentity] = []
-        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
-            try:
-                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-            except pynvml.NVMLError_NotFound:
-                continue
-            name = text(pynvml.nvmlDeviceGetName(mig))
-            # Drivers name MIG devices "<GPU name> MIG <profile>", e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
-            profile = name.rpartition(" MIG ")[2] if " MIG " in name else ""
-            mig_handles[(uuid, len(migs))] = mig
-            migs.append(
-                MigIdentity(
-                    gpu_instance=int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
-                    compute_instance=int(pynvml.nvmlDeviceGetComputeInstanceId(mig)),
-                    profile=profile,
-                    uuid=text(pynvml.nvmlDeviceGetUUID(mig)),
-                    name=name,
-                )
-            )
-        return "enabled", tuple(migs)
 
     def read(self, device: DeviceIdentity, request: Request) -> RawReading:
         """Raw values of the requested rows for one GPU, each of its NVLinks and MIG devices."""

@@ -1,11 +1,11 @@
 """The NVML backend: the only code that imports ``pynvml`` (nvidia-ml-py).
 
-It initialises NVML once and discovers GPUs and MIG devices (:mod:`.discovery`), reads the catalogue's NVML sources as raw
-values and queues Xid events. NVML's vocabulary stops here: ``NVMLError_NotSupported`` and a missing
-symbol are reported as unsupported (the pipeline's memo decides when to ask again);
-``NVMLError_GpuIsLost`` becomes :class:`DeviceLost`; ``NVMLLibraryMismatchError`` (not an
-``NVMLError``!) is treated like a missing function; init failures become
-:class:`BackendUnavailable` with a hint a human can act on.
+It initialises NVML once and discovers GPUs and MIG devices (:mod:`.discovery`), reads the
+catalogue's NVML sources as raw values and queues Xid events. NVML's vocabulary stops here:
+``NVMLError_NotSupported`` and a missing symbol are reported as unsupported (the pipeline's memo
+decides when to ask again); ``NVMLError_GpuIsLost`` becomes :class:`DeviceLost`;
+``NVMLLibraryMismatchError`` (not an ``NVMLError``!) is treated like a missing function; init
+failures become :class:`BackendUnavailable` with a hint a human can act on.
 """
 
 from __future__ import annotations

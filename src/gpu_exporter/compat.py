@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -182,22 +182,31 @@ def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: E
     return labels
 
 
+#: DCGM numbers GPU instances host-wide: GPU id × 8 (DCGM_MAX_INSTANCES_PER_GPU) + the instance's
+#: place among its GPU's instances. ``-d i:IDS`` selects by these entity ids, as dcgm-exporter does.
+MAX_INSTANCES_PER_GPU = 8
+
+
 def _monitored(device: DeviceView, compat: CompatPlan) -> tuple[bool, list[Entity]]:
     """What ``-d`` reports of one GPU: whether the whole GPU, and which GPU instances (one per GPU
-    instance id, its first compute instance). The default ``f``: a GPU in MIG mode is reported as
-    its GPU instances only, other GPUs as themselves."""
+    instance, its first compute instance). The default ``f``: a GPU in MIG mode is reported as its
+    GPU instances only, other GPUs as themselves. ``g:IDS`` picks GPUs by index; ``i:IDS`` picks GPU
+    instances by DCGM's host-wide GPU-instance entity id (GPU index × 8 + the instance's place on
+    its GPU, instances in GPU-instance-id order), not by the ``GPU_I_ID`` label."""
     chosen = compat.options.devices
-    instances: dict[str, Entity] = {}
+    instances: dict[int, Entity] = {}
     for entity in device.samples:
         if entity.kind == "mig":
-            instances.setdefault(dict(entity.labels)["gpu_instance"], entity)
+            instances.setdefault(int(dict(entity.labels)["gpu_instance"]), entity)
+    ordered = [instances[gi] for gi in sorted(instances)]
     if chosen.flex:
-        return not instances, list(instances.values())
+        return not ordered, ordered
     whole = chosen.gpus and (chosen.gpu_ids is None or device.identity.index in chosen.gpu_ids)
+    first = device.identity.index * MAX_INSTANCES_PER_GPU
     wanted = [
         entity
-        for gi, entity in instances.items()
-        if chosen.instances and (chosen.instance_ids is None or int(gi) in chosen.instance_ids)
+        for place, entity in enumerate(ordered)
+        if chosen.instances and (chosen.instance_ids is None or first + place in chosen.instance_ids)
     ]
     return whole, wanted
 
@@ -221,8 +230,8 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 tally = frame.events.get(device.identity.uuid, XidTally())
                 samples += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
             elif item.field_id == _CLOCK_COUNT:
-                activations = frame.windows.get(device.identity.uuid, {})
-                samples += _clock_counts(activations, base, frame.wall_time, options.clock_window_ms)
+                events = frame.windows.get(device.identity.uuid, ())
+                samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
     family = Metric(counter.field, counter.help, counter.type)
     family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
     return family
@@ -295,24 +304,38 @@ def _xid_counts(tally: XidTally, base: Labels, now: float, window_ms: int) -> li
     return [([*labels, ("xid", str(code))], float(count)) for code, count in sorted(counts.items())]
 
 
+def clock_event_counts(
+    samples: Sequence[tuple[float, frozenset[str]]], now: float, window_ms: int
+) -> dict[str, int] | None:
+    """dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT for one GPU: per reason, the samples within the
+    last ``window_ms`` milliseconds that had it active (reasons never active are absent); None when
+    the window holds no sample at all."""
+    since = now - window_ms / 1000
+    counts: dict[str, int] = {}
+    seen = False
+    for at, active in samples:
+        if at >= since:
+            seen = True
+            for reason in active:
+                counts[reason] = counts.get(reason, 0) + 1
+    return counts if seen else None
+
+
 def _clock_counts(
-    activations: Mapping[str, Sequence[float]], base: Labels, now: float, window_ms: int
+    samples: Sequence[tuple[float, frozenset[str]]], base: Labels, now: float, window_ms: int
 ) -> list[tuple[Labels, float]]:
-    """Clock-event reasons seen within the window, one series per reason seen (as dcgm-exporter,
-    none while no reason was active; ``clock_event`` before ``window_size_in_ms``). The value
-    counts the times the reason became active (dcgm-exporter counts DCGM's stored samples with the
-    bit set, which depends on DCGM's watch frequency)."""
-    series = []
-    for reason, _bit in CLOCK_EVENT_REASONS:
-        count = sum(1 for at in activations.get(reason, ()) if at >= now - window_ms / 1000)
-        if count:
-            labels = [
-                *base,
-                ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason)),
-                ("window_size_in_ms", str(window_ms)),
-            ]
-            series.append((labels, float(count)))
-    return series
+    """One series per reason seen in the window, valued by the number of samples with it active
+    (``clock_event`` before ``window_size_in_ms``); as dcgm-exporter, none when samples exist but no
+    reason was active, and one zero series without ``clock_event`` when the window has no sample."""
+    window = ("window_size_in_ms", str(window_ms))
+    counts = clock_event_counts(samples, now, window_ms)
+    if counts is None:
+        return [([*base, window], 0.0)]
+    return [
+        ([*base, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason)), window], float(counts[reason]))
+        for reason, _bit in CLOCK_EVENT_REASONS
+        if counts.get(reason)
+    ]
 
 
 # dcgm-exporter's clock_event label values, where they differ from gpu-exporter's reason names.

@@ -26,7 +26,7 @@ _DEVICES = re.compile(rf"^(?:f|g(?::{_IDS})?|i(?::{_IDS})?|g(?::{_IDS})?\+i(?::{
 class Devices:
     """``-d``: which entities are reported in dcgm-exporter mode. ``flex`` (``f``): each GPU, or
     its GPU instances when it is in MIG mode; else ``gpus``/``instances`` as asked, each with an
-    optional id set (GPU index; GPU instance id)."""
+    optional id set (GPU index; DCGM's host-wide GPU-instance entity id)."""
 
     flex: bool = True
     gpus: bool = False
@@ -135,8 +135,9 @@ FLAGS: tuple[DcgmFlag, ...] = (
              "lowercase names such as `dcgm_sm_clock`).", _bool, option="old_namespace"),
     DcgmFlag(("--devices", "-d"), "DCGM_EXPORTER_DEVICES_STR", False,
              "Which entities are reported: `f` (default: each GPU, or only its GPU instances when it is in "
-             "MIG mode), `g[:ids]` (GPUs, by index), `i[:ids]` (GPU instances, by GPU instance id), or "
-             "`g[:ids]+i[:ids]`.", parse_devices, option="devices"),
+             "MIG mode), `g[:ids]` (whole GPUs, by index, MIG or not), `i[:ids]` (GPU instances only, by "
+             "DCGM's host-wide GPU-instance entity id: GPU index × 8 + the instance's place on its GPU), "
+             "or `g[:ids]+i[:ids]`.", parse_devices, option="devices"),
     DcgmFlag(("--xid-count-window-size", "-x"), "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", False,
              "Window of DCGM_EXP_XID_ERRORS_COUNT in milliseconds (default 300000, at most 3600000).",
              _window, option="xid_window_ms"),

@@ -86,14 +86,14 @@ class SelfStats:
 @dataclass(frozen=True)
 class Frame:
     """Everything one cycle renders: host and device views, the fabric's entities (NVSwitches and
-    ports), event counts by GPU uuid (None when the xid collector is off), windowed state changes
-    by entity uid and variant value (Unix seconds, recent ones only), the self-state and the cycle's
-    wall time (Unix seconds)."""
+    ports), event counts by GPU uuid (None when the xid collector is off), clock-event samples by
+    GPU uid (Unix seconds and the reasons active in that read, the last hour), the self-state and
+    the cycle's wall time (Unix seconds)."""
 
     host: HostIdentity
     devices: tuple[DeviceView, ...]
     events: Mapping[str, XidTally] | None
-    windows: Mapping[str, Mapping[str, tuple[float, ...]]]
+    windows: Mapping[str, tuple[tuple[float, frozenset[str]], ...]]
     stats: SelfStats
     wall_time: float
     fabric: Samples = field(default_factory=dict)

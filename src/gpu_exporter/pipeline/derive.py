@@ -1,5 +1,5 @@
-"""Rows the pipeline computes rather than reads (the catalogue's ``derive`` data), and the windows
-of state changes dcgm-exporter's compatibility counts need.
+"""Rows the pipeline computes rather than reads (the catalogue's ``derive`` data), and the window
+of clock-event samples dcgm-exporter's compatibility counts need.
 
 Integrators fold each new read of an entity: an :class:`~gpu_exporter.catalogue.Integral` adds
 value × time since the previous read, an :class:`~gpu_exporter.catalogue.IdleWhileHeld` adds the
@@ -13,13 +13,14 @@ entity's integrators restart when it is lost (a counter reset, which ``rate()`` 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpu_exporter.catalogue import WINDOWED_FAMILIES, Constant, IdleWhileAllocated, IdleWhileHeld, Integral, MetricSpec
 from gpu_exporter.model import Entity
 
-#: How long state changes are remembered for windowed counts.
+#: How long clock-event samples are remembered for windowed counts (seconds).
 WINDOW_MEMORY_SECONDS = 3600.0
 
 
@@ -109,29 +110,29 @@ class Integrators:
 
 
 class Windows:
-    """Unix times at which each row of a windowed family turned 1, per entity uid and variant value."""
+    """The clock-event reasons active in each read of a GPU, kept for an hour: (Unix time, active
+    reasons) per read that carried the windowed rows, by entity uid. dcgm-exporter's
+    DCGM_EXP_CLOCK_EVENTS_COUNT counts, per reason, the stored samples of its window with the
+    reason's bit set; these are the samples it counts."""
 
     def __init__(self, specs: Sequence[MetricSpec]) -> None:
         self._rows = {spec.key: spec.variant[0][1] for spec in specs if spec.name in WINDOWED_FAMILIES and spec.variant}
-        self._active: dict[str, frozenset[str]] = {}
-        self._times: dict[str, dict[str, list[float]]] = {}
+        self._samples: dict[str, deque[tuple[float, frozenset[str]]]] = {}
 
     def note(self, uid: str, values: Mapping[str, float], now: float) -> None:
-        """Remember which rows turned active in this read (wall time ``now``)."""
-        if not self._rows:
+        """Remember the reasons active in this read (wall time ``now``, Unix seconds); a read without
+        any of the windowed rows (not due, or unsupported) is no sample."""
+        if not self._rows or not any(key in values for key in self._rows):
             return
         active = frozenset(reason for key, reason in self._rows.items() if values.get(key) == 1)
-        times = self._times.setdefault(uid, {})
-        for reason in active - self._active.get(uid, frozenset()):
-            times.setdefault(reason, []).append(now)
-        for reason, seen in times.items():
-            times[reason] = [t for t in seen if t >= now - WINDOW_MEMORY_SECONDS]
-        self._active[uid] = active
+        samples = self._samples.setdefault(uid, deque())
+        samples.append((now, active))
+        while samples and samples[0][0] < now - WINDOW_MEMORY_SECONDS:
+            samples.popleft()
 
-    def snapshot(self) -> dict[str, dict[str, tuple[float, ...]]]:
-        """Copies of the remembered times, by uid and variant value."""
-        return {uid: {reason: tuple(t) for reason, t in times.items()} for uid, times in self._times.items()}
+    def snapshot(self) -> dict[str, tuple[tuple[float, frozenset[str]], ...]]:
+        """Copies of the remembered samples, by uid, oldest first."""
+        return {uid: tuple(samples) for uid, samples in self._samples.items()}
 
     def forget(self, uid: str) -> None:
-        self._times.pop(uid, None)
-        self._active.pop(uid, None)
+        self._samples.pop(uid, None)

@@ -81,10 +81,17 @@ def named(entity: Entity, name: str, user: str, workload: Labels = ()) -> Entity
     return Entity(entity.kind, entity.uid, labels, entity.info)
 
 
-def pod(parent: Entity, namespace: str, name: str, container: str) -> Entity:
-    """An allocation of ``parent`` (a GPU or MIG instance) to one container of a Kubernetes pod."""
+def pod(
+    parent: Entity, namespace: str, name: str, container: str, claim: tuple[str, str] = ("", ""), info: Labels = ()
+) -> Entity:
+    """An allocation of ``parent`` (a GPU or MIG instance) to one container of a Kubernetes pod;
+    ``claim``: (name, namespace) of the DRA ResourceClaim it came through, labels ``claim`` and
+    ``claim_namespace`` when set; ``info``: what is known of the pod beside its labels (``pod_uid``)."""
     labels = (*parent.labels, ("namespace", namespace), ("pod", name), ("container", container))
-    return Entity("pod", f"{parent.uid}/pod/{namespace}/{name}/{container}", labels, (("parent", parent.uid),))
+    if claim[0]:
+        labels += (("claim", claim[0]), ("claim_namespace", claim[1]))
+    uid = f"{parent.uid}/pod/{namespace}/{name}/{container}" + (f"/claim/{claim[1]}/{claim[0]}" if claim[0] else "")
+    return Entity("pod", uid, labels, (("parent", parent.uid), *info))
 
 
 def job(parent: Entity, label: str, job_id: str) -> Entity:

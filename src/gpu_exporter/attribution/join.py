@@ -10,6 +10,8 @@ the GPU the kubelet says it was allocated."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -21,11 +23,14 @@ from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
 from gpu_exporter.attribution.procfs import ProcessNames
 from gpu_exporter.attribution.refresh import Source, SourceState
+from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.processes import fold
 from gpu_exporter.snapshot import DeviceView, SourceStatus
+
+log = logging.getLogger(__name__)
 
 
 class PodAllocation(Protocol):
@@ -43,6 +48,14 @@ class PodAllocation(Protocol):
     def mig_uuid(self) -> str: ...
     @property
     def device_id(self) -> str: ...
+    @property
+    def claim(self) -> str: ...
+    @property
+    def claim_namespace(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
 
 
 class KubeletState(SourceState, Protocol):
@@ -59,8 +72,16 @@ class PodNameState(SourceState, Protocol):
     def pods(self) -> Mapping[str, PodName]: ...
 
 
+class SlicesState(SourceState, Protocol):
+    """The ResourceSlices source's state (:class:`~gpu_exporter.attribution.kubeapi.ResourceSlicesState`)."""
+
+    @property
+    def devices(self) -> Mapping[tuple[str, str, str], DraDevice]: ...
+
+
 Kubelet = Source[KubeletState]
 PodNames = Source[PodNameState]
+Slices = Source[SlicesState]
 
 
 class Attributor:
@@ -73,31 +94,35 @@ class Attributor:
         hpc_job_dir: str = "",
         kubelet: Kubelet | None = None,
         pod_names: PodNames | None = None,
+        slices: Slices | None = None,
+        api_pods: PodNames | None = None,
     ) -> None:
         self._names = ProcessNames(procfs)
         self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
         self._kubelet = kubelet
         self._pod_names = pod_names
+        self._slices = slices
+        self._api_pods = api_pods
+        named: tuple[tuple[str, Kubelet | PodNames | Slices | None], ...] = (
+            ("kubelet", kubelet), ("kubelet_pods", pod_names), ("kubernetes_resourceslices", slices),
+            ("kubernetes_pods", api_pods),
+        )  # fmt: skip
+        self._sources = tuple((name, source) for name, source in named if source is not None)
 
     def start(self) -> None:
-        """Start the sources that refresh on their own thread (the kubelet)."""
-        for source in (self._kubelet, self._pod_names):
-            if source is not None:
-                source.start()
+        """Start the sources that refresh on their own thread (the kubelet, the API server)."""
+        for _name, source in self._sources:
+            source.start()
 
     def stop(self) -> None:
-        for source in (self._kubelet, self._pod_names):
-            if source is not None:
-                source.stop()
+        for _name, source in self._sources:
+            source.stop()
 
     def sources(self) -> dict[str, SourceStatus]:
         """The state of each cached source with a lifecycle of its own (for self-metrics)."""
         out = {}
-        sources: tuple[tuple[str, Kubelet | PodNames | None], ...] = (
-            ("kubelet", self._kubelet), ("kubelet_pods", self._pod_names),
-        )  # fmt: skip
-        for name, source in sources:
+        for name, source in self._sources:
             if source is not None:
                 state = source.current()
                 last = state.fetched_at if state.fetched_at else None
@@ -127,24 +152,42 @@ class Attributor:
             for job_id in jobs:
                 allocations.setdefault(model.job(holder, "hpc_job", job_id), {})
         ids = known_gpus_of(device)
+        dra = self._slices.current().devices if self._slices is not None else {}
         for allocation in self._kubelet.current().allocations if self._kubelet is not None else ():
             gpu_uuid, mig_uuid = allocation.gpu_uuid, allocation.mig_uuid
-            if not gpu_uuid:  # answered before this GPU was known (the first refresh): resolve now
+            if allocation.driver:  # DRA: the node's ResourceSlices name the device's UUIDs (now, not when listed)
+                published = dra.get((allocation.driver, allocation.pool, allocation.device_id))
+                gpu_uuid, mig_uuid = (published.gpu_uuid, published.mig_uuid) if published else ("", "")
+            elif not gpu_uuid:  # answered before this GPU was known (the first refresh): resolve now
                 gpu_uuid, mig_uuid = resolve(allocation.device_id, ids)
             if gpu_uuid != device.uuid:
                 continue
             holder = next((p for p in parents.values() if p.kind == "mig" and p.uid == mig_uuid), gpu)
             if mig_uuid and holder is gpu:
                 continue  # an instance this read did not see: no guess
-            allocations.setdefault(model.pod(holder, allocation.namespace, allocation.pod, allocation.container), {})
+            claim = (allocation.claim, allocation.claim_namespace)
+            info = self._pod_info(allocation.namespace, allocation.pod)
+            entity = model.pod(holder, allocation.namespace, allocation.pod, allocation.container, claim, info)
+            allocations.setdefault(entity, {})
         out.update(allocations)
         reading.raw = out
 
+    def _pod_info(self, namespace: str, pod: str) -> tuple[tuple[str, str], ...]:
+        """``pod_uid`` and ``label/KEY`` entries of a pod the API server lists (for dcgm-exporter's labels)."""
+        if self._api_pods is None:
+            return ()
+        state = self._api_pods.current()
+        named = next((p for p in state.pods.values() if p.namespace == namespace and p.pod == pod), None)
+        if named is None:
+            return ()
+        return (("pod_uid", named.uid), *((f"label/{k}", v) for k, v in sorted(named.labels.items())))
+
     def _pod_labels(self, work: Workload) -> tuple[tuple[str, str], ...]:
         """``namespace``, ``pod`` and ``container`` of a process's pod UID, where the kubelet names it."""
-        if self._pod_names is None or not work.pod_uid:
+        if not work.pod_uid:
             return ()
-        named = self._pod_names.current().pods.get(work.pod_uid)
+        sources = (self._pod_names, self._api_pods)
+        named = next((n for s in sources if s is not None for n in [s.current().pods.get(work.pod_uid)] if n), None)
         if named is None:
             return ()
         container = named.containers.get(work.container_id, "")
@@ -190,7 +233,41 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
             max(30.0, 3 * settings.kubelet_refresh),
             insecure_skip_verify=settings.kubelet_insecure,
         )  # fmt: skip
-    return Attributor(Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet, names)
+    slices, api_pods = _api_sources(settings)
+    return Attributor(
+        Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet, names, slices, api_pods
+    )
+
+
+def api_url(setting: str, env: Mapping[str, str]) -> str:
+    """``--kubernetes.api-url``: ``auto`` is the in-cluster address where the pod's variables give one."""
+    if setting != "auto":
+        return setting
+    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        return ""
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+def _api_sources(settings: Settings) -> tuple[Slices | None, PodNames | None]:
+    """The API server's ResourceSlices and pods sources (``--kubernetes`` with an API URL and a node name)."""
+    if not settings.kubernetes:
+        return None, None
+    url = api_url(settings.kubernetes_api_url, os.environ)
+    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
+    if not url or not node:
+        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
+        log.warning(
+            "kubernetes api: not asked, %s: DRA-allocated GPUs are not attributed (device-plugin allocations are)", why
+        )
+        return None, None
+    from gpu_exporter.attribution.kubeapi import ApiClient, NodePods, ResourceSlices
+    from gpu_exporter.attribution.podresources import DRA_DRIVERS
+
+    api = ApiClient(url, settings.kubelet_token_file, settings.kubelet_ca_file, 5.0)
+    every = max(10.0, 3 * settings.kubelet_refresh)
+    slices = ResourceSlices(api, node, DRA_DRIVERS, every, max(180.0, 6 * every))
+    return slices, NodePods(api, node, every, max(180.0, 6 * every))
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

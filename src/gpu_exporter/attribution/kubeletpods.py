@@ -82,6 +82,8 @@ class PodName:
     namespace: str
     pod: str
     containers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # container id → name
+    uid: str = field(default="", compare=False)  # metadata.uid (lower case)
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)  # metadata.labels
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,18 @@ def parse(body: bytes) -> Mapping[str, PodName]:
         document = json.loads(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise _Failure("malformed", f"answer is not JSON: {str(exc)[:200]}") from None
+    return pods_of(_list(_object(document, "the answer").get("items"), "items"))
+
+
+#: The annotation of a static pod's mirror in the API server: the UID the kubelet runs it under (in cgroups).
+MIRROR = "kubernetes.io/config.mirror"
+
+
+def pods_of(items: list[Any]) -> Mapping[str, PodName]:
+    """The ``v1.Pod`` objects (as JSON) of a pod list, by UID; a mirror pod (a static pod as the API
+    server shows it) also by the kubelet's UID in its ``kubernetes.io/config.mirror`` annotation."""
     pods: dict[str, PodName] = {}
-    for index, item in enumerate(_list(_object(document, "the answer").get("items"), "items")):
+    for index, item in enumerate(items):
         where = f"items[{index}]"
         metadata = _object(_object(item, where).get("metadata"), f"{where}.metadata")
         uid = _text(metadata.get("uid"), f"{where}.metadata.uid").lower()
@@ -155,7 +167,15 @@ def parse(body: bytes) -> Mapping[str, PodName]:
                 found = container_id(raw)
                 if found:
                     containers[found] = _text(entry.get("name"), f"{where}.status.{key}[{number}].name")
-        pods[uid] = PodName(namespace, name, MappingProxyType(containers))
+        raw_labels = metadata.get("labels") or {}
+        labels = {str(k): v for k, v in _object(raw_labels, f"{where}.metadata.labels").items() if isinstance(v, str)}
+        named = PodName(namespace, name, MappingProxyType(containers), uid, MappingProxyType(labels))
+        pods[uid] = named
+        mirror = (
+            (metadata.get("annotations") or {}).get(MIRROR) if isinstance(metadata.get("annotations"), dict) else ""
+        )
+        if isinstance(mirror, str) and 0 < len(mirror) <= MAX_NAME:
+            pods.setdefault(mirror.lower(), named)
     return MappingProxyType(pods)
 
 

@@ -3,7 +3,10 @@
 A daemon thread calls ``v1.PodResourcesLister/List`` over the kubelet's unix socket (default
 :data:`SOCKET`) every ``refresh_seconds`` (at most once per period, never per scrape), keeps the GPU
 allocations of the answer (resources :func:`~.deviceids.is_gpu_resource` accepts) with each device
-id resolved to a GPU and MIG UUID, and publishes an immutable :class:`PodResourcesState` that
+id resolved to a GPU and MIG UUID, and the devices of Dynamic Resource Allocation claims
+(``dynamic_resources``: claim name and namespace, driver, pool, device) of the drivers in
+``dra_drivers`` (default :data:`DRA_DRIVERS`), left unresolved here (the node's ResourceSlices name
+their UUIDs, :mod:`.resourceslices`; the join resolves them), and publishes an immutable :class:`PodResourcesState` that
 :meth:`PodResources.current` hands out without blocking.
 
 Each call opens a fresh connection (so a restarted kubelet is found again at the next refresh, not
@@ -41,6 +44,8 @@ MAX_NAME = 1024
 #: ``socket_missing``: no file at the path; ``unavailable``: nothing answers (kubelet down, no
 #: permission); ``timeout``: no answer within the deadline; ``too_large``: over the answer bounds;
 #: ``malformed``: not a pod-resources answer; ``error``: any other gRPC status or failure.
+#: The DRA drivers whose claimed devices are GPUs: NVIDIA's DRA driver for GPUs and MIG devices.
+DRA_DRIVERS = frozenset({"gpu.nvidia.com"})
 FAILURE_KINDS = ("socket_missing", "unavailable", "timeout", "too_large", "malformed", "error")
 
 
@@ -55,6 +60,12 @@ class Allocation:
     device_id: str  # as the kubelet reports it
     gpu_uuid: str  # the GPU's UUID; "" when the id names no known GPU
     mig_uuid: str = ""  # the MIG device's UUID where the id names one
+    # Dynamic Resource Allocation: the claim (name, namespace) and the device's DRA driver and pool
+    # (``device_id`` is then the device's name in the pool); "" for device-plugin allocations.
+    claim: str = ""
+    claim_namespace: str = ""
+    driver: str = ""
+    pool: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,10 +86,16 @@ _Failure = Failure
 
 def resolve_all(allocations: Sequence[Allocation], gpus: Sequence[GpuIds]) -> tuple[Allocation, ...]:
     """``allocations`` with GPU and MIG UUIDs resolved again against ``gpus``."""
-    return tuple(replace(a, gpu_uuid=g, mig_uuid=m) for a in allocations for g, m in [resolve(a.device_id, gpus)])
+    return tuple(
+        a if a.driver else replace(a, gpu_uuid=g, mig_uuid=m)
+        for a in allocations
+        for g, m in [resolve(a.device_id, gpus)]
+    )
 
 
-def parse(answer: bytes, extra: frozenset[str], gpus: Sequence[GpuIds]) -> tuple[Allocation, ...]:
+def parse(
+    answer: bytes, extra: frozenset[str], gpus: Sequence[GpuIds], dra_drivers: frozenset[str] = DRA_DRIVERS
+) -> tuple[Allocation, ...]:
     """The GPU allocations in a serialized ``ListPodResourcesResponse``; raises ``_Failure`` when refused."""
     try:
         response = ListPodResourcesResponse.FromString(answer)
@@ -98,6 +115,17 @@ def parse(answer: bytes, extra: frozenset[str], gpus: Sequence[GpuIds]) -> tuple
                     found.add(Allocation(*names, gpu_uuid=gpu_uuid, mig_uuid=mig_uuid))
                     if len(found) > MAX_ALLOCATIONS:
                         raise _Failure("too_large", f"more than {MAX_ALLOCATIONS} GPU allocations")
+            for claim in container.dynamic_resources:
+                for each in claim.claim_resources:
+                    if each.driver_name not in dra_drivers or not each.device_name:
+                        continue
+                    names = (pod.namespace, pod.name, container.name, each.driver_name, each.device_name)
+                    named = (claim.claim_name, claim.claim_namespace, each.pool_name)
+                    if max(map(len, names + named)) > MAX_NAME:
+                        raise _Failure("malformed", f"a name is longer than {MAX_NAME} characters")
+                    found.add(Allocation(*names, "", "", *named[:2], each.driver_name, each.pool_name))
+                    if len(found) > MAX_ALLOCATIONS:
+                        raise _Failure("too_large", f"more than {MAX_ALLOCATIONS} GPU allocations")
     return tuple(sorted(found, key=lambda a: (a.namespace, a.pod, a.container, a.resource, a.device_id)))
 
 
@@ -114,6 +142,7 @@ class PodResources(Refresher[PodResourcesState, tuple[Allocation, ...]]):
         gpus: Callable[[], Sequence[GpuIds]] = tuple,
         timeout_seconds: float = 5.0,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        dra_drivers: frozenset[str] = DRA_DRIVERS,
     ) -> None:
         """``resources``: GPU resource names besides ``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` and
         ``nvidia.com/mig-*``; ``gpus``: the GPUs to resolve device ids against, asked on each refresh."""
@@ -121,6 +150,7 @@ class PodResources(Refresher[PodResourcesState, tuple[Allocation, ...]]):
         self._extra = resources
         self._gpus = gpus
         self._max_bytes = max_answer_bytes
+        self._dra = dra_drivers
         super().__init__(
             log, "pod-resources", "allocations", (), PodResourcesState(), refresh_seconds, max_age_seconds,
             timeout_seconds,
@@ -131,7 +161,7 @@ class PodResources(Refresher[PodResourcesState, tuple[Allocation, ...]]):
             raise _Failure("socket_missing", f"no socket at {self._socket}")
 
     def _ask(self) -> tuple[Allocation, ...]:
-        return parse(self._call(), self._extra, self._gpus())
+        return parse(self._call(), self._extra, self._gpus(), self._dra)
 
     def _answered(
         self, answer: tuple[Allocation, ...], calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float

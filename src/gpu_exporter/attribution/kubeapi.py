@@ -1,0 +1,220 @@
+"""The Kubernetes API server as an attribution source: this node's ResourceSlices (the UUIDs of the
+devices DRA claims name) and this node's pods (names of the pod UIDs in process cgroups), each
+listed on a cadence of its own by a daemon thread, never per scrape.
+
+The client is lightkube (PyPI ``lightkube``): a small typed client on httpx that lists with field
+selectors and pages (``limit``/``continue``), verifies the server against a CA file and reads the
+bearer token from a file, reading it again when the server answers 401 — how a rotated projected
+service-account token is picked up, as client-go does. Requests:
+
+- ``GET /apis/resource.k8s.io/{v1,v1beta2,v1beta1}/resourceslices?fieldSelector=spec.nodeName=NODE``
+  (the first version the server serves is remembered; parsed by :mod:`.resourceslices`);
+- ``GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`` (parsed as the kubelet's ``/pods``,
+  :func:`.kubeletpods.pods_of`).
+
+RBAC: ``get``, ``list`` and ``watch`` on ``resourceslices`` (group ``resource.k8s.io``) and ``pods``
+(core group); nothing else. Each request is bounded by ``timeout_seconds`` and each answer by
+:data:`MAX_OBJECTS`. A failure (by kind, :data:`FAILURE_KINDS`) is counted, keeps the last good
+answer for ``max_age_seconds`` and is logged once per change of state (:mod:`.refresh`); without
+access the kubelet's device-plugin attribution goes on, and DRA allocations stay unattributed.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_exporter.attribution.kubeletpods import PodName, pods_of
+from gpu_exporter.attribution.refresh import Failure, Refresher
+from gpu_exporter.attribution.resourceslices import EMPTY, Devices
+from gpu_exporter.attribution.resourceslices import parse as parse_slices
+
+log = logging.getLogger(__name__)
+
+MAX_OBJECTS = 20000
+PAGE = 500
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: ``token``: the token file is missing or unreadable; ``ca``: the CA file holds no certificate;
+#: ``tls``: the server's certificate is not verified; ``unavailable``: nothing answers;
+#: ``timeout``: no answer in time; ``unauthorized``: HTTP 401 or 403 (no RBAC grant);
+#: ``not_found``: HTTP 404 (no DRA API on this server); ``http``: any other status;
+#: ``too_large``: over MAX_OBJECTS objects; ``malformed``: not the objects asked for; ``error``: else.
+FAILURE_KINDS = (
+    "token", "ca", "tls", "unavailable", "timeout", "unauthorized", "not_found", "http", "too_large", "malformed",
+    "error",
+)  # fmt: skip
+_NO_PODS: Mapping[str, PodName] = {}
+
+
+class ApiClient:
+    """A lightkube client for one API server (``url``), made at its first use."""
+
+    def __init__(self, url: str, token_file: str, ca_file: str, timeout_seconds: float) -> None:
+        self.url = url
+        self._token_file = token_file
+        self._ca_file = ca_file
+        self._timeout = timeout_seconds
+        self._client: Any = None
+        self._resources: dict[tuple[str, str, str], Any] = {}  # lightkube's generic classes, made once each
+
+    def _made(self) -> Any:
+        if self._client is None:
+            import httpx2
+            from lightkube import Client, KubeConfig
+
+            logging.getLogger("httpx2").setLevel(logging.WARNING)  # not a line per request
+            from lightkube.config.models import Cluster, User
+
+            try:
+                with open(self._token_file, "rb"):
+                    pass
+            except OSError as exc:
+                raise Failure("token", f"cannot read the token file {self._token_file}: {exc.strerror}") from None
+            config = KubeConfig.from_one(
+                cluster=Cluster(server=self.url, certificate_auth=self._ca_file),
+                user=User(token_file=self._token_file),
+            )
+            try:
+                self._client = Client(config, timeout=httpx2.Timeout(self._timeout), trust_env=False)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
+        return self._client
+
+    def list(self, group: str, version: str, kind: str, plural: str, node: str) -> list[Any]:
+        """Every object of ``kind`` on ``node`` (as JSON objects); raises :class:`Failure`."""
+        import httpx2
+        from lightkube import ALL_NS, ApiError, ConfigError
+        from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+        client = self._made()
+        namespaced = kind == "Pod"
+        resource = self._resources.get((group, version, kind))
+        if resource is None:
+            make = create_namespaced_resource if namespaced else create_global_resource
+            resource = self._resources[(group, version, kind)] = make(group, version, kind, plural)
+        extra = {"namespace": ALL_NS} if namespaced else {}
+        try:
+            found = []
+            for item in client.list(resource, chunk_size=PAGE, fields={"spec.nodeName": node}, **extra):
+                found.append(item.to_dict() if hasattr(item, "to_dict") else dict(item))
+                if len(found) > MAX_OBJECTS:
+                    raise Failure("too_large", f"more than {MAX_OBJECTS} {plural}")
+            return found
+        except ApiError as exc:
+            code = exc.status.code or 0
+            kind_of = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
+            raise Failure(kind_of, f"HTTP {code} {str(exc.status.reason or '')[:100]}") from None
+        except ConfigError as exc:
+            raise Failure("token", str(exc)[:200]) from None
+        except httpx2.TimeoutException:
+            raise Failure("timeout", f"no answer in {self._timeout:g} s") from None
+        except httpx2.ConnectError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise Failure("tls", str(exc)[:200]) from None
+            raise Failure("unavailable", str(exc)[:200] or type(exc).__name__) from None
+        except httpx2.HTTPError as exc:
+            raise Failure("unavailable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise Failure("malformed", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+@dataclass(frozen=True)
+class ResourceSlicesState:
+    """The DRA devices this node's ResourceSlices publish, and how asking for them has gone."""
+
+    devices: Devices = field(default_factory=lambda: EMPTY)  # (driver, pool, device) → UUIDs
+    up: bool = False
+    calls: int = 0
+    failures: tuple[tuple[str, int], ...] = ()
+    fetched_at: float = 0.0
+    error: str = ""
+    kept: bool = False
+
+
+@dataclass(frozen=True)
+class NodePodsState:
+    """This node's pods by UID (as :class:`~.kubeletpods.KubeletPodsState`), and by namespace and name."""
+
+    pods: Mapping[str, PodName] = field(default_factory=lambda: _NO_PODS)
+    up: bool = False
+    calls: int = 0
+    failures: tuple[tuple[str, int], ...] = ()
+    fetched_at: float = 0.0
+    error: str = ""
+    kept: bool = False
+
+    def named(self, namespace: str, pod: str) -> PodName | None:
+        """The pod ``namespace``/``pod`` (its UID and labels), if this node runs it."""
+        return next((p for p in self.pods.values() if p.namespace == namespace and p.pod == pod), None)
+
+
+class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
+    """The devices of ``drivers`` this node's ResourceSlices publish, listed every ``refresh_seconds``."""
+
+    def __init__(
+        self, api: ApiClient, node: str, drivers: frozenset[str], refresh_seconds: float, max_age_seconds: float
+    ) -> None:
+        self._api = api
+        self._node = node
+        self._drivers = drivers
+        self._version = SLICE_VERSIONS[0]
+        super().__init__(
+            log, "kubernetes resourceslices", "devices", EMPTY, ResourceSlicesState(), refresh_seconds,
+            max_age_seconds, api._timeout,
+        )  # fmt: skip
+
+    def _ask(self) -> Devices:
+        order = (self._version, *(v for v in SLICE_VERSIONS if v != self._version))
+        for version in order:
+            try:
+                items = self._api.list("resource.k8s.io", version, "ResourceSlice", "resourceslices", self._node)
+            except Failure as failure:
+                if failure.kind == "not_found" and version != order[-1]:
+                    continue
+                raise
+            self._version = version
+            return parse_slices(items, self._drivers)
+        raise Failure("not_found", "no resource.k8s.io version served")  # not reached
+
+    def _answered(
+        self, answer: Devices, calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float
+    ) -> ResourceSlicesState:
+        return ResourceSlicesState(answer, True, calls, failures, fetched_at)
+
+    def _what(self) -> str:
+        return f"listing resource.k8s.io/{self._version} resourceslices of node {self._node} at {self._api.url}"
+
+    def _up_line(self, answer: Devices, again: str) -> str:
+        return (
+            f"kubernetes resourceslices: {self._api.url} answers{again} (resource.k8s.io/{self._version}, "
+            f"{len(answer)} DRA devices of {', '.join(sorted(self._drivers))} on node {self._node})"
+        )
+
+
+class NodePods(Refresher[NodePodsState, Mapping[str, PodName]]):
+    """This node's pods from the API server, listed every ``refresh_seconds``."""
+
+    def __init__(self, api: ApiClient, node: str, refresh_seconds: float, max_age_seconds: float) -> None:
+        self._api = api
+        self._node = node
+        super().__init__(
+            log, "kubernetes pods", "pods", _NO_PODS, NodePodsState(), refresh_seconds, max_age_seconds, api._timeout
+        )
+
+    def _ask(self) -> Mapping[str, PodName]:
+        return pods_of(self._api.list("", "v1", "Pod", "pods", self._node))
+
+    def _answered(
+        self, answer: Mapping[str, PodName], calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float
+    ) -> NodePodsState:
+        return NodePodsState(answer, True, calls, failures, fetched_at)
+
+    def _what(self) -> str:
+        return f"listing pods of node {self._node} at {self._api.url}"
+
+    def _up_line(self, answer: Mapping[str, PodName], again: str) -> str:
+        return f"kubernetes pods: {self._api.url} answers{again} ({len(answer)} pods on node {self._node})"

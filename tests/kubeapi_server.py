@@ -1,0 +1,180 @@
+"""A Kubernetes API server stand-in for tests: HTTPS on 127.0.0.1 (certificates of tests/webtls.py)
+answering, to requests bearing ``token``, the list and watch requests the exporter makes:
+
+- ``GET /apis/resource.k8s.io/VERSION/resourceslices`` (versions in ``versions``; others 404),
+- ``GET /api/v1/pods``,
+
+in the API's JSON (``ResourceSliceList``/``PodList`` with ``metadata.resourceVersion``, pages by
+``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``), and
+with ``watch=true`` a stream of ``{"type": "ADDED"|"MODIFIED"|"DELETED", "object": …}`` lines (one
+ADDED per object, then the lines ``events`` holds, then the stream closes). ``status`` (e.g. 503)
+answers every request with that status; a wrong token gets 401 as a ``Status`` object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.webtls import Certs
+
+NODE = "gpu-node-1"
+DRIVER = "gpu.nvidia.com"
+
+
+def attribute(value: str | int) -> dict[str, Any]:
+    return {"int": value} if isinstance(value, int) else {"string": value}
+
+
+def gpu_device(name: str, uuid: str, index: int, basic: bool = False) -> dict[str, Any]:
+    """A whole GPU as NVIDIA's DRA driver publishes it."""
+    attributes = {"type": attribute("gpu"), "uuid": attribute(uuid), "index": attribute(index)}
+    return {"name": name, "basic": {"attributes": attributes}} if basic else {"name": name, "attributes": attributes}
+
+
+def mig_device(name: str, uuid: str, parent: str, profile: str, qualified: bool = False) -> dict[str, Any]:
+    """A MIG device as NVIDIA's DRA driver publishes it (attribute names qualified with its domain if asked)."""
+    prefix = f"{DRIVER}/" if qualified else ""
+    attributes = {
+        f"{prefix}type": attribute("mig"), f"{prefix}uuid": attribute(uuid),
+        f"{prefix}parentUUID": attribute(parent), f"{prefix}profile": attribute(profile),
+    }  # fmt: skip
+    return {"name": name, "attributes": attributes}
+
+
+def resource_slice(name: str, devices: list[dict[str, Any]], node: str = NODE, generation: int = 1,
+                   driver: str = DRIVER, pool: str = NODE) -> dict[str, Any]:  # fmt: skip
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "uid": f"slice-{name}", "resourceVersion": "1"},
+        "spec": {
+            "driver": driver, "nodeName": node,
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1}, "devices": devices,
+        },
+    }  # fmt: skip
+
+
+def api_pod(namespace: str, name: str, uid: str, containers: dict[str, str], node: str = NODE,
+            labels: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A pod: containers as {container id (64 hex): name}."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels or {}, "resourceVersion": "1"},
+        "spec": {"nodeName": node},
+        "status": {
+            "containerStatuses": [{"name": n, "containerID": f"containerd://{i}"} for i, n in containers.items()]
+        },
+    }
+
+
+class KubeApi:
+    """Serves ``slices`` and ``pods`` while started; records each request as (path, Authorization)."""
+
+    def __init__(self, certs: Certs) -> None:
+        self.certs = certs
+        self.token = "api-token-one"
+        self.slices: list[dict[str, Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.versions = ("v1", "v1beta1")
+        self.status = 200
+        self.events: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, str]] = []
+        self.port = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    def _objects(self, path: str) -> tuple[str, list[dict[str, Any]]] | None:
+        if path == "/api/v1/pods":
+            return "PodList", self.pods
+        for version in self.versions:
+            if path == f"/apis/resource.k8s.io/{version}/resourceslices":
+                return "ResourceSliceList", self.slices
+        return None
+
+    def answer(self, raw_path: str, authorization: str) -> tuple[int, bytes, bool]:
+        """(status, body, is a watch stream) for one GET."""
+        with self._lock:
+            self.requests.append((raw_path, authorization))
+        parts = urllib.parse.urlsplit(raw_path)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        if authorization != f"Bearer {self.token}":
+            return 401, self._status(401, "Unauthorized"), False
+        if self.status != 200:
+            return self.status, self._status(self.status, "ServiceUnavailable"), False
+        found = self._objects(parts.path)
+        if found is None:
+            return 404, self._status(404, "NotFound"), False
+        kind, objects = found
+        selector = query.get("fieldSelector", "")
+        if selector:
+            key, _, wanted = selector.partition("=")
+            assert key == "spec.nodeName", selector
+            objects = [o for o in objects if o["spec"].get("nodeName") == wanted]
+        if query.get("watch") in ("true", "1"):
+            lines = [{"type": "ADDED", "object": o} for o in objects] + self.events
+            return 200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), True
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(objects)
+        page = objects[start : start + limit]
+        more = start + limit < len(objects)
+        metadata = {"resourceVersion": "100", **({"continue": str(start + limit)} if more else {})}
+        api_version = "v1" if kind == "PodList" else parts.path.split("/")[3]
+        body = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
+        return 200, json.dumps(body).encode(), False
+
+    @staticmethod
+    def _status(code: int, reason: str) -> bytes:
+        return json.dumps(
+            {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason,
+             "code": code}
+        ).encode()  # fmt: skip
+
+    def start(self) -> None:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # the name http.server calls
+                status, body, _stream = api.answer(self.path, self.headers.get("Authorization", ""))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")  # so that stop() leaves no connection answering
+                self.close_connection = True
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the client gave up
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # http.server's signature
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(self.certs.path("server.crt")), str(self.certs.path("server.key")))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def paths(self) -> list[str]:
+        with self._lock:
+            return [urllib.parse.urlsplit(path).path for path, _ in self.requests]

@@ -1,0 +1,50 @@
+"""The built-in scenarios shipped with the package (``scenarios/*.scn``), and how ``--simulate``
+turns a name or a file into the scenario file to read."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+
+from gpu_exporter.simulate.scenario import parse
+
+#: name → what it shows (for --help, the README and the error message).
+BUILTINS: dict[str, str] = {
+    "default": "8 H100-class GPUs under varied, moving load; one hot and throttled, an Xid every few minutes, "
+    "one GPU shared by processes of two users",
+    "mig": "2 A100 GPUs, one split into MIG instances with processes in them",
+    "old-gpu": "an old driver and GPU: many calls not supported, some functions missing",
+    "lost-gpu": "4 GPUs, one of which falls off the bus (Xid 79) after 30 seconds",
+}
+MAX_BYTES = 1 << 20
+
+
+def builtin_path(name: str) -> str:
+    """The installed file of a built-in scenario."""
+    return str(resources.files("gpu_exporter.simulate") / "scenarios" / f"{name}.scn")
+
+
+def resolve(value: str) -> str:
+    """The scenario file for ``--simulate VALUE`` (a built-in name or a path); raises ValueError
+    with what is wrong when it is neither a built-in nor a readable scenario file."""
+    if value in BUILTINS:
+        return builtin_path(value)
+    names = ", ".join(BUILTINS)
+    if not os.path.isfile(value):
+        raise ValueError(f"a built-in scenario ({names}) or a scenario file; {value!r} is neither")
+    try:
+        with open(value, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        text = data.decode("utf-8")
+    except OSError as err:
+        raise ValueError(f"a readable scenario file ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError("a scenario file of key = value lines (this one is not UTF-8 text)") from None
+    if len(data) > MAX_BYTES:
+        raise ValueError("a scenario file of at most 1 MiB")
+    skipped = parse(text).skipped
+    if skipped:
+        line, content = skipped[0]
+        shown = content if len(content) <= 60 else content[:60] + "…"
+        raise ValueError(f"a scenario file of key = value lines (line {line} has no '=': {shown!r})")
+    return os.path.abspath(value)

@@ -1,8 +1,9 @@
 """The ASGI application: ``/metrics``, the status page ``/`` and its JSON ``/api/v1/status``,
 ``/healthz`` and ``/readyz`` on starlette.
 
-Handlers never call a GPU library: they read the sampler's latest snapshot. The lifespan owns
-the backend and the sampler (start, wait boundedly for the first cycle, stop).
+Handlers never call a GPU library: they read the sampler's latest snapshot (``/metrics`` encodes
+its format on a worker thread when it is the first scrape of that snapshot to ask for it). The
+lifespan owns the backend and the sampler (start, wait boundedly for the first cycle, stop).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import compat_renderer, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
-from gpu_exporter.exposition import choose
+from gpu_exporter.exposition import is_ready, negotiate, pick
 from gpu_exporter.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
 from gpu_exporter.status.history import History, Recorder
@@ -88,11 +89,12 @@ def create_app(
             await anyio.to_thread.run_sync(attributor.stop)
 
     async def metrics(request: Request) -> Response:
-        body, content_type, gzipped = choose(
-            sampler().snapshot.rendered,
-            request.headers.get("accept", ""),
-            request.headers.get("accept-encoding", ""),
-        )
+        name, gzipped = negotiate(request.headers.get("accept", ""), request.headers.get("accept-encoding", ""))
+        rendered = sampler().snapshot.rendered
+        if is_ready(rendered, name, gzipped):
+            body, content_type = pick(rendered, name, gzipped)
+        else:  # the first scrape of this snapshot in this format encodes it, off the event loop
+            body, content_type = await anyio.to_thread.run_sync(pick, rendered, name, gzipped)
         headers = {"Vary": "Accept, Accept-Encoding"}
         if gzipped:
             headers["Content-Encoding"] = "gzip"

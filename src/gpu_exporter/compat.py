@@ -30,7 +30,7 @@ from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
 from gpu_exporter.dcgm_fields import FIELD_IDS, field_id
 from gpu_exporter.dcgm_flags import DcgmOptions
-from gpu_exporter.exposition import encode, render_text
+from gpu_exporter.exposition import encode_format, render_text
 from gpu_exporter.families import self_families
 from gpu_exporter.model import Entity
 from gpu_exporter.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
@@ -154,9 +154,11 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     both through the one encoder with their naming profiles."""
 
     def render_compat(frame: Frame) -> Rendered:
-        families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
-        own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
-        text = encode(families, DCGM_EXPORTER)[0] + encode(own, DCGM_EXPORTER_SELF)[0]
+        def text() -> bytes:  # built when a scrape first asks for it
+            families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
+            own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
+            return encode_format(families, "text", DCGM_EXPORTER) + encode_format(own, "text", DCGM_EXPORTER_SELF)
+
         return render_text(text)
 
     return render_compat

@@ -1,18 +1,19 @@
-"""Render metric families to bytes once per snapshot, and pick the right bytes for a scrape.
+"""Encode metric families on demand, at most once per snapshot and format, and pick the format a
+scrape asks for.
 
-The encoder writes Prometheus text 0.0.4 and OpenMetrics 1.0.0 in one pass, byte for byte what
+The encoder writes Prometheus text 0.0.4 or OpenMetrics 1.0.0, byte for byte what
 prometheus_client's two ``generate_latest`` encoders write for gpu-exporter's families (gauges and
 counters, no timestamps or exemplars; a test holds them to the same bytes) at about a tenth of the
-cost: each sample line is formatted once for both formats and the label part of a line, which
-repeats every cycle, is cached. Rendering happens on the sampler thread; a scrape only chooses
-among four pre-built byte strings (Prometheus text 0.0.4 or OpenMetrics 1.0.0, each plain or gzip)
-by its ``Accept`` and ``Accept-Encoding`` headers.
+cost: the label part of a line, which repeats every cycle, is cached. Nothing is encoded on the
+sampler thread: a snapshot carries a :class:`~gpu_exporter.snapshot.Rendered` that builds the
+families and encodes a format (Prometheus text 0.0.4 or OpenMetrics 1.0.0, plain or gzip) when a
+scrape first asks for it by its ``Accept`` and ``Accept-Encoding`` headers, and keeps the bytes for
+the scrapes after it.
 """
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client.core import Metric
 
@@ -21,9 +22,7 @@ from gpu_exporter.snapshot import Rendered
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-# Fast compression: the body is rebuilt every interval and served many times; level 1 keeps most
-# of the size benefit at a fraction of the CPU.
-_GZIP_LEVEL = 1
+_CONTENT_TYPES = {"text": TEXT_CONTENT_TYPE, "openmetrics": OPENMETRICS_CONTENT_TYPE}
 
 
 #: Formatted label sets, keyed by the sample's labels; bounded so label churn cannot grow it forever.
@@ -39,56 +38,71 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _label_text(labels: dict[str, str], sort: bool = True) -> str:
-    key = tuple(sorted(labels.items())) if sort else tuple(labels.items())
-    text = _LABEL_CACHE.get(key)
-    if text is None:
-        text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in key) + "}" if key else ""
-        if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-            _LABEL_CACHE.clear()
-        _LABEL_CACHE[key] = text
+def _label_text(key: tuple[tuple[str, str], ...]) -> str:
+    """``{name="value",...}`` of a label set (empty for none), cached."""
+    text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in key) + "}" if key else ""
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[key] = text
     return text
+
+
+def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATIVE) -> bytes:
+    """``families`` in one format, ``"text"`` (0.0.4) or ``"openmetrics"`` (1.0.0), written the
+    ``profile``'s way."""
+    openmetrics = name == "openmetrics"
+    out: list[str] = []
+    append = out.append
+    value_text, sort, suffix = profile.value_text, profile.sort_labels, profile.counter_suffix
+    labels = _LABEL_CACHE
+    for family in families:
+        metric, kind, documentation = family.name, family.type, family.documentation
+        if openmetrics:
+            append(f"# HELP {metric} {_escape_value(documentation)}\n# TYPE {metric} {kind}\n")
+            if family.unit:
+                append(f"# UNIT {metric} {family.unit}\n")
+        else:
+            text_name = metric + "_total" if kind == "counter" and suffix else metric
+            append(f"# HELP {text_name} {_escape_help(documentation)}\n# TYPE {text_name} {kind}\n")
+        for sample in family.samples:
+            key = tuple(sorted(sample.labels.items())) if sort else tuple(sample.labels.items())
+            label_text = labels.get(key)
+            if label_text is None:
+                label_text = _label_text(key)
+            append(f"{sample.name}{label_text} {value_text(sample.value)}\n")
+    if openmetrics:
+        append("# EOF\n")
+    return "".join(out).encode("utf-8")
 
 
 def encode(families: Sequence[Metric], profile: Profile = NATIVE) -> tuple[bytes, bytes]:
     """(text format 0.0.4, OpenMetrics 1.0.0) bytes of ``families`` written the ``profile``'s way
     (the OpenMetrics bytes are empty when the profile has none)."""
-    text: list[str] = []
-    openmetrics: list[str] = []
-    value_text, sort = profile.value_text, profile.sort_labels
-    for family in families:
-        name, kind, documentation = family.name, family.type, family.documentation
-        text_name = name + "_total" if kind == "counter" and profile.counter_suffix else name
-        text.append(f"# HELP {text_name} {_escape_help(documentation)}\n")
-        text.append(f"# TYPE {text_name} {kind}\n")
-        if profile.openmetrics:
-            openmetrics.append(f"# HELP {name} {_escape_value(documentation)}\n# TYPE {name} {kind}\n")
-            if family.unit:
-                openmetrics.append(f"# UNIT {name} {family.unit}\n")
-        for sample in family.samples:
-            line = f"{sample.name}{_label_text(sample.labels, sort)} {value_text(sample.value)}\n"
-            text.append(line)
-            if profile.openmetrics:
-                openmetrics.append(line)
-    if profile.openmetrics:
-        openmetrics.append("# EOF\n")
-    return "".join(text).encode("utf-8"), "".join(openmetrics).encode("utf-8")
+    text = encode_format(families, "text", profile)
+    return text, encode_format(families, "openmetrics", profile) if profile.openmetrics else b""
+
+
+def lazily(build: Callable[[], Sequence[Metric]]) -> Rendered:
+    """A snapshot's exposition whose families are built (once, by ``build``) and encoded natively
+    only when a scrape first asks for a format; families without samples are left out."""
+    built: list[Sequence[Metric]] = []
+
+    def encoder(name: str) -> bytes:
+        if not built:  # Rendered calls its encoder under its lock: built once per snapshot
+            built.append([family for family in build() if family.samples])
+        return encode_format(built[0], name)
+
+    return Rendered(encoder)
 
 
 def render(families: Sequence[Metric]) -> Rendered:
-    """Encode ``families`` natively in both formats and gzip each; families without samples are left out."""
-    text, openmetrics = encode([family for family in families if family.samples])
-    return Rendered(
-        text=text,
-        text_gzip=gzip.compress(text, _GZIP_LEVEL, mtime=0),
-        openmetrics=openmetrics,
-        openmetrics_gzip=gzip.compress(openmetrics, _GZIP_LEVEL, mtime=0),
-    )
+    """``families`` natively, each format encoded (and gzip-compressed) when first asked for."""
+    return lazily(lambda: families)
 
 
-def render_text(text: bytes) -> Rendered:
-    """Text-format bytes only (a profile without OpenMetrics), plain and gzip."""
-    return Rendered(text=text, text_gzip=gzip.compress(text, _GZIP_LEVEL, mtime=0))
+def render_text(text: Callable[[], bytes]) -> Rendered:
+    """Text-format bytes only (a profile without OpenMetrics), made by ``text`` when first asked for."""
+    return Rendered(lambda name: text() if name == "text" else None)
 
 
 def _accepted(header: str) -> dict[str, float]:
@@ -110,8 +124,8 @@ def _accepted(header: str) -> dict[str, float]:
     return accepted
 
 
-def choose(rendered: Rendered, accept: str, accept_encoding: str) -> tuple[bytes, str, bool]:
-    """The body, its content type and whether it is gzip-encoded, for these request headers.
+def negotiate(accept: str, accept_encoding: str) -> tuple[str, bool]:
+    """The format a scrape asks for (``"openmetrics"`` or ``"text"``) and whether it takes gzip.
 
     OpenMetrics only when the client asks for it at least as strongly as for plain text (as
     Prometheus does); gzip only when ``Accept-Encoding`` lists it with a non-zero q.
@@ -120,7 +134,27 @@ def choose(rendered: Rendered, accept: str, accept_encoding: str) -> tuple[bytes
     openmetrics_q = media.get("application/openmetrics-text", 0.0)
     text_q = max(media.get("text/plain", 0.0), media.get("*/*", 0.0))
     use_openmetrics = openmetrics_q > 0 and openmetrics_q >= text_q
-    use_gzip = _accepted(accept_encoding).get("gzip", 0.0) > 0
-    if use_openmetrics and rendered.openmetrics is not None and rendered.openmetrics_gzip is not None:
-        return (rendered.openmetrics_gzip if use_gzip else rendered.openmetrics), OPENMETRICS_CONTENT_TYPE, use_gzip
-    return (rendered.text_gzip if use_gzip else rendered.text), TEXT_CONTENT_TYPE, use_gzip
+    return "openmetrics" if use_openmetrics else "text", _accepted(accept_encoding).get("gzip", 0.0) > 0
+
+
+def pick(rendered: Rendered, name: str, gzipped: bool) -> tuple[bytes, str]:
+    """The body and content type of format ``name`` (text where the snapshot has no such format),
+    encoding it first if no scrape has asked for it yet."""
+    body = rendered.get(name, gzipped)
+    if body is None:
+        name, body = "text", rendered.get("text", gzipped)
+    return body or b"", _CONTENT_TYPES[name]
+
+
+def is_ready(rendered: Rendered, name: str, gzipped: bool) -> bool:
+    """True when :func:`pick` would not encode anything (the bytes are made already)."""
+    if not rendered.ready(name, gzipped):
+        return False
+    return rendered.get(name, gzipped) is not None or rendered.ready("text", gzipped)
+
+
+def choose(rendered: Rendered, accept: str, accept_encoding: str) -> tuple[bytes, str, bool]:
+    """The body, its content type and whether it is gzip-encoded, for these request headers."""
+    name, gzipped = negotiate(accept, accept_encoding)
+    body, content_type = pick(rendered, name, gzipped)
+    return body, content_type, gzipped

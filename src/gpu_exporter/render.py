@@ -1,12 +1,14 @@
-"""The native renderer: a frame's families under gpu-exporter's own names, encoded once in both
-exposition formats."""
+"""The native renderer: a frame's families under gpu-exporter's own names, built and encoded when
+a scrape first asks for a format (never on the sampler thread)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from prometheus_client.core import Metric
+
 from gpu_exporter.catalogue import MetricSpec
-from gpu_exporter.exposition import render
+from gpu_exporter.exposition import lazily
 from gpu_exporter.families import device_families, fabric_families, self_families
 from gpu_exporter.snapshot import Frame, Rendered
 
@@ -19,11 +21,13 @@ def native_renderer(specs: Sequence[MetricSpec]) -> Renderer:
     fabric = any(spec.root == "fabric" for spec in specs)
 
     def render_native(frame: Frame) -> Rendered:
-        families = [
-            *device_families(specs, frame.host, frame.devices, frame.events),
-            *(fabric_families(specs, frame.fabric) if fabric else ()),
-            *self_families(frame.stats, frame.devices),
-        ]
-        return render(families)
+        def families() -> list[Metric]:
+            return [
+                *device_families(specs, frame.host, frame.devices, frame.events),
+                *(fabric_families(specs, frame.fabric) if fabric else ()),
+                *self_families(frame.stats, frame.devices),
+            ]
+
+        return lazily(families)
 
     return render_native

@@ -1,0 +1,106 @@
+"""Rendering on demand: an exporter nobody scrapes encodes nothing, and concurrent scrapes of one
+snapshot share one encoding per format.
+
+The exporter runs as a process on the fake NVML; ``--log.level debug`` makes it log each encoding
+it makes ("encoded openmetrics+gzip for a snapshot: ..."), which is what is counted here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from gpu_exporter.exposition import choose
+from gpu_exporter.snapshot import Rendered
+from tests.harness import SCENARIOS, Exporter, start
+
+PROMETHEUS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+}
+
+
+def _encodings(exporter: Exporter) -> list[str]:
+    return re.findall(r"encoded (\S+) for a snapshot", exporter.log())
+
+
+def test_nothing_is_encoded_without_a_scrape_and_once_per_format_under_concurrent_scrapes(
+    fakenvml_dir: Path, tmp_path: Path
+) -> None:
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "0.5s",
+                     "--log.level", "debug", wait_for="/readyz")  # fmt: skip
+    try:
+        time.sleep(2.0)  # four cycles, no scrape of /metrics
+        idle = _encodings(exporter)
+        # Nothing a scraper asks for is encoded. (The status page's history still reads Xid state
+        # from the text exposition, once per snapshot; it moves to a Snapshot field separately.)
+        assert [name for name in idle if name != "text"] == [], idle
+    finally:
+        exporter.stop()
+
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h",
+                     "--log.level", "debug", wait_for="/readyz")  # fmt: skip
+    try:  # one snapshot for the whole test: 24 concurrent scrapes in three formats
+        before = _encodings(exporter)
+        assert [name for name in before if name != "text"] == [], before
+        kinds = [PROMETHEUS, {"Accept-Encoding": "gzip"}, {}] * 8
+        barrier = threading.Barrier(len(kinds))
+        with httpx.Client(timeout=10) as client:
+
+            def scrape(headers: dict[str, str]) -> httpx.Response:
+                barrier.wait()
+                return client.get(exporter.url + "/metrics", headers=headers)
+
+            with ThreadPoolExecutor(len(kinds)) as pool:
+                responses = list(pool.map(scrape, kinds))
+        assert {response.status_code for response in responses} == {200}
+        bodies = {(kind.get("Accept", ""), response.content) for kind, response in zip(kinds, responses, strict=True)}
+        assert len(bodies) == 2  # one body per format: every scrape of the snapshot got the same bytes
+        assert responses[0].headers["content-type"].startswith("application/openmetrics-text")
+        assert responses[0].content.endswith(b"# EOF\n")
+        made = _encodings(exporter)[len(before) :]
+        assert sorted(made) == sorted({"openmetrics+gzip", "text+gzip", "text"} - set(before)), made
+    finally:
+        exporter.stop()
+
+
+def test_rendered_encodes_each_format_once_for_concurrent_callers() -> None:
+    calls: list[str] = []
+
+    def encoder(name: str) -> bytes | None:
+        calls.append(name)
+        time.sleep(0.05)  # long enough for every caller to arrive while it runs
+        return b"# EOF\n" if name == "openmetrics" else b"text\n"
+
+    rendered = Rendered(encoder)
+    assert not rendered.ready("text", False)
+    barrier = threading.Barrier(16)
+
+    def get(index: int) -> bytes | None:
+        barrier.wait()
+        return rendered.get(("text", "openmetrics")[index % 2], index % 4 < 2)
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(get, range(16)))
+    assert sorted(calls) == ["openmetrics", "text"]
+    assert rendered.encodings == 2
+    assert gzip.decompress(results[0] or b"") == b"text\n"
+    assert results[3] == b"# EOF\n"
+    assert rendered.ready("text", True) and rendered.ready("openmetrics", False)
+
+
+def test_a_renderer_without_openmetrics_answers_text() -> None:
+    rendered = Rendered({"text": b"DCGM_FI_DEV_GPU_TEMP 40\n"}.get)
+    body, content_type, gzipped = choose(rendered, PROMETHEUS["Accept"], "gzip")
+    assert (gzip.decompress(body), content_type, gzipped) == (
+        b"DCGM_FI_DEV_GPU_TEMP 40\n",
+        "text/plain; version=0.0.4; charset=utf-8",
+        True,
+    )

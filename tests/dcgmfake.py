@@ -352,6 +352,16 @@ SCENARIO_FIELDS: dict[str, int] = {
     "pcie.tx": 200,
     "pcie.rx": 201,
     "clock_event_reasons": 112,
+    "clock.video": 102,
+    "max_clock.video": 115,
+    "app_clock.sm": 110,
+    "app_clock.memory": 111,
+    "power.limit": 160,
+    "power.min_limit": 161,
+    "power.max_limit": 162,
+    "persistence_mode": 66,
+    "compute_mode": 65,
+    "virtualization_mode": 500,
     "violation.power": 240,
     "violation.thermal": 241,
     "violation.sync_boost": 242,
@@ -369,7 +379,7 @@ SCENARIO_FIELDS: dict[str, int] = {
     "remapped_rows.failure": 395,
 }
 #: Fields DCGM stores as doubles (watts); the rest are int64 in DCGM's integer unit.
-DOUBLE_FIELDS = frozenset({155, 163, 164})
+DOUBLE_FIELDS = frozenset({155, 157, 160, 161, 162, 163, 164})
 
 
 def _factor(field_id: int) -> Fraction:
@@ -424,6 +434,14 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             for key, value in own.items()
             if key in SCENARIO_FIELDS
         }
+        # Fields the fake NVML derives from other keys: instant power reads power.usage, BAR1 free is
+        # the difference, the pending ECC mode is the current one unless ecc.pending says otherwise.
+        if "power.usage" in own:
+            fields[157] = dcgm_raw(157, own["power.usage"])
+        if "bar1.total" in own and "bar1.used" in own:
+            fields[93] = dcgm_raw(93, str(int(own["bar1.total"]) - int(own["bar1.used"])))
+        if "ecc.mode" in own:
+            fields[301] = dcgm_raw(301, own.get("ecc.pending", own["ecc.mode"]))
         fields[50] = string(own.get("name", ""))
         fields[52] = int64(gpu)
         fields[54] = string(own.get("uuid", f"GPU-00000000-0000-0000-0000-{gpu:012d}"))
@@ -441,6 +459,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
                 ("crc_data", "crc_errors"),
                 ("replay", "replay_errors"),
                 ("recovery", "recovery_errors"),
+                ("crc_flit", "crc_flit_errors"),
             ):
                 if f"nvlink.{link}.{scenario_key}" in own:
                     fields[NVLINK_FIELDS[kind][link]] = int64(int(own[f"nvlink.{link}.{scenario_key}"]))

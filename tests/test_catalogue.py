@@ -115,7 +115,7 @@ def test_per_link_dcgm_fields_are_distinct_and_cover_eighteen_links() -> None:
     """DCGM numbers per-link fields in four blocks (links 0-5, 6-11, 12-14, 15-17); a slip would read
     another link's or another type's counter."""
     fields = [spec.dcgm.links for spec in METRICS if spec.dcgm is not None and spec.dcgm.links]
-    assert len(fields) == 3
+    assert len(fields) == 4  # crc_data, replay, recovery, crc_flit
     assert all(len(links) == 18 for links in fields)
     flat = [field for links in fields for field in links]
     assert len(set(flat)) == len(flat)

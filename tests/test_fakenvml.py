@@ -245,6 +245,17 @@ NUMERIC_CASES: list[tuple[str, str, Any]] = [
     ("", "nvml.nvmlDeviceGetNumFans(h)", 1),
     ("power.usage = 312000", "nvml.nvmlDeviceGetPowerUsage(h)", 312000),
     ("power.limit = 700000", "nvml.nvmlDeviceGetPowerManagementLimit(h)", 700000),
+    ("", "field(h, nvml.NVML_FI_DEV_POWER_REQUESTED_LIMIT)", 700000),
+    ("app_clock.sm = 1755\napp_clock.memory = 2619",
+     "[nvml.nvmlDeviceGetApplicationsClock(h, nvml.NVML_CLOCK_SM), "
+     "nvml.nvmlDeviceGetApplicationsClock(h, nvml.NVML_CLOCK_MEM)]", [1755, 2619]),
+    ("virtualization_mode = 1", "nvml.nvmlDeviceGetVirtualizationMode(h)", 1),
+    ("ecc.mode = 0\necc.pending = 1", "nvml.nvmlDeviceGetEccMode(h)", [1, 1]),  # ecc.mode = 1 below wins
+    ("", "field(h, nvml.NVML_FI_DEV_ECC_PENDING)", 1),
+    ("nvlink.1.state = 1\nnvlink.1.crc_flit_errors = 4",
+     "[nvml.nvmlDeviceGetNvLinkErrorCounter(h, 1, nvml.NVML_NVLINK_ERROR_DL_CRC_FLIT), "
+     "field(h, nvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L1), "
+     "field(h, nvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL)]", [4, 4, 4]),
     ("power.default_limit = 650000", "nvml.nvmlDeviceGetPowerManagementDefaultLimit(h)", 650000),
     ("power.enforced_limit = 600000", "nvml.nvmlDeviceGetEnforcedPowerLimit(h)", 600000),
     ("power.min_limit = 200000\npower.max_limit = 700000",

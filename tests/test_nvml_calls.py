@@ -15,8 +15,9 @@ from pathlib import Path
 from tests.harness import SCENARIOS, start
 
 #: Per GPU per steady 1 s interval, one process per GPU. Before batching (one call per value, link
-#: and selector; pynvml's two-call process lists) gpu0, with 2 NVLinks, made 48.5; after, 17.4.
-MAX_CALLS_PER_GPU = 17.5
+#: and selector; pynvml's two-call process lists) gpu0, with 2 NVLinks, made 48.5; after, 17.4; 18.4 with
+#: the video clock (DCGM_FI_DEV_VIDEO_CLOCK), which NVML offers only as a call.
+MAX_CALLS_PER_GPU = 18.5
 FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldValues
 
 
@@ -57,9 +58,10 @@ def test_calls_per_gpu_per_interval(fakenvml_dir: Path, tmp_path: Path) -> None:
         print(f"{gpu}: {per_interval:.1f} NVML calls per interval ({report})")
         assert symbols["nvmlDeviceGetFieldValues"] / cycles <= FIELD_CALLS_PER_GPU, report
         assert per_interval <= MAX_CALLS_PER_GPU, report
-        # One call per symbol per interval; nvmlDeviceGetClockInfo takes the clock as an argument (sm, memory).
+        # One call per symbol per interval; nvmlDeviceGetClockInfo takes the clock as an argument (sm, memory,
+        # video).
         assert all(
-            count <= cycles * (2 if name == "nvmlDeviceGetClockInfo" else 1) for name, count in symbols.items()
+            count <= cycles * (3 if name == "nvmlDeviceGetClockInfo" else 1) for name, count in symbols.items()
         ), report
 
 

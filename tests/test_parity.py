@@ -118,3 +118,63 @@ def test_memory_not_in_whole_mib_differs_by_less_than_one_mib() -> None:
         want = int(keys[f"gpu{gpu}.memory.used"])
         got = next(v for labels, v in parsed["gpu_memory_used_bytes"].items() if ("gpu", str(gpu)) in labels)
         assert 0 <= want - got < MIB
+
+
+def every_field_csv() -> str:
+    """A dcgm-exporter counters CSV naming every DCGM field gpu-exporter serves: each catalogue row's
+    compat name, each composed field and each label field, under DCGM's first name for the id."""
+    from gpu_exporter.compat_fields import COMPOSED
+    from gpu_exporter.dcgm_fields import FIELD_IDS
+
+    first: dict[int, str] = {}
+    for name, number in FIELD_IDS.items():
+        first.setdefault(number, name)
+    rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name]
+    rows += [f"{first[number]}, gauge, composed {number}" for number in sorted(COMPOSED)]
+    rows += ["DCGM_FI_DEV_NAME, label, name", "DCGM_FI_DEV_VBIOS_VERSION, label, vbios"]
+    return "# every field gpu-exporter serves\n" + "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize(("scenario", "extra"), [("h100x4.scn", ("nvlink",)), ("mig.scn", ())])
+def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
+    fakenvml_dir: Path, tmp_path: Path, scenario: str, extra: tuple[str, ...]
+) -> None:
+    """Every field gpu-exporter serves in dcgm-exporter mode (not only the default list), through NVML
+    (the real process) and DCGM (the backend on tests/dcgmfake.py): the same DCGM_* lines, byte for byte,
+    in DCGM's types (INT64 fields whole, framebuffer and BAR1 in whole MiB)."""
+    from gpu_exporter.compat import compat_renderer, plan
+    from gpu_exporter.counters import load
+
+    csv = tmp_path / "every-field.csv"
+    csv.write_text(every_field_csv())
+    text = (SCENARIOS / scenario).read_text()
+    flags = [f"--collector.{name}" for name in extra]
+    exporter = start(
+        fakenvml_dir, SCENARIOS / scenario, tmp_path, "--backend", "nvml", "-f", str(csv), "--collect-interval", "1h",
+        *flags, env={"NODE_NAME": "gpu-node-7"},
+    )  # fmt: skip
+    try:
+        nvml = exporter.metrics()
+    finally:
+        exporter.stop()
+    specs = enabled_specs(DEFAULT_COLLECTORS | set(extra))
+    renderer = compat_renderer(plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", "Hostname"))
+    fake = from_scenario(text)
+    sampler = Sampler(
+        DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True, renderer=renderer
+    )
+    try:
+        dcgm = sampler.run_cycle().rendered.text.decode()
+    finally:
+        sampler.stop()
+
+    def lines(exposition: str) -> list[str]:
+        return [line for line in exposition.splitlines() if "DCGM_" in line and "DCGM_FI_PROF_" not in line]
+
+    assert lines(nvml) == lines(dcgm)
+    served = {line.split("{")[0] for line in lines(nvml) if not line.startswith("#")}
+    must = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MIG_MODE"}
+    if "nvlink" in extra:
+        must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+        must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}
+    assert must <= served, sorted(must - served)

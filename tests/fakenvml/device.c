@@ -451,6 +451,13 @@ nvmlReturn_t DECLDIR nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockTyp
     return clock_value(&c, "max_clock", type, clock);
 }
 
+nvmlReturn_t DECLDIR nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                   unsigned int *clockMHz)
+{
+    DEVICE_PROLOGUE(device, 0);
+    return clock_value(&c, "app_clock", clockType, clockMHz);
+}
+
 nvmlReturn_t DECLDIR nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, nvmlClockId_t clockId,
                                         unsigned int *clockMHz)
 {
@@ -458,6 +465,8 @@ nvmlReturn_t DECLDIR nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clo
     switch (clockId) {
     case NVML_CLOCK_ID_CURRENT:
         return clock_value(&c, "clock", clockType, clockMHz);
+    case NVML_CLOCK_ID_APP_CLOCK_TARGET:
+        return clock_value(&c, "app_clock", clockType, clockMHz);
     case NVML_CLOCK_ID_CUSTOMER_BOOST_MAX:
         return clock_value(&c, "max_clock", clockType, clockMHz);
     default:
@@ -495,6 +504,17 @@ nvmlReturn_t DECLDIR nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMo
     if (fake_uint(&c, &v, "compute_mode") != NVML_SUCCESS)
         return NVML_ERROR_NOT_SUPPORTED;
     *mode = (nvmlComputeMode_t)v;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(pVirtualMode != NULL);
+    unsigned v;
+    if (fake_uint(&c, &v, "virtualization_mode") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *pVirtualMode = (nvmlGpuVirtualizationMode_t)v;
     return NVML_SUCCESS;
 }
 
@@ -626,10 +646,13 @@ nvmlReturn_t DECLDIR nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t
 {
     DEVICE_PROLOGUE(device, 0);
     REQUIRE(current != NULL && pending != NULL);
-    unsigned v;
+    unsigned v, next;
     if (fake_uint(&c, &v, "ecc.mode") != NVML_SUCCESS)
         return NVML_ERROR_NOT_SUPPORTED;
-    *current = *pending = v ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (fake_uint(&c, &next, "ecc.pending") != NVML_SUCCESS)
+        next = v; /* no change pending */
+    *current = v ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *pending = next ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 

@@ -305,6 +305,8 @@ static const char *nvlink_counter_key(nvmlNvLinkErrorCounter_t counter)
         return "recovery_errors";
     case NVML_NVLINK_ERROR_DL_CRC_DATA:
         return "crc_errors";
+    case NVML_NVLINK_ERROR_DL_CRC_FLIT:
+        return "crc_flit_errors";
     default:
         return NULL;
     }
@@ -337,6 +339,8 @@ static bool nvlink_error_field(unsigned id, const char **key, int *link)
          NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "replay_errors"},
         {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
          NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, "recovery_errors"},
+        {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
+         NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "crc_flit_errors"},
     };
     for (size_t i = 0; i < sizeof k_runs / sizeof k_runs[0]; i++) {
         *key = k_runs[i].key;
@@ -383,6 +387,7 @@ static const struct {
     {NVML_FI_DEV_POWER_MAX_LIMIT, "power.max_limit", "nvmlDeviceGetPowerManagementLimitConstraints", false, true},
     {NVML_FI_DEV_POWER_DEFAULT_LIMIT, "power.default_limit", "nvmlDeviceGetPowerManagementDefaultLimit", false, true},
     {NVML_FI_DEV_POWER_CURRENT_LIMIT, "power.enforced_limit", "nvmlDeviceGetEnforcedPowerLimit", false, true},
+    {NVML_FI_DEV_POWER_REQUESTED_LIMIT, "power.limit", "nvmlDeviceGetPowerManagementLimit", false, true},
     {NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "energy", "nvmlDeviceGetTotalEnergyConsumption", false, false},
     {NVML_FI_DEV_ENERGY, "energy", "nvmlDeviceGetTotalEnergyConsumption", false, false},
     {NVML_FI_DEV_PCIE_REPLAY_COUNTER, "pcie.replay_counter", "nvmlDeviceGetPcieReplayCounter", false, false},
@@ -462,6 +467,14 @@ static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool i
         return NVML_SUCCESS;
     }
     switch (f->fieldId) {
+    case NVML_FI_DEV_ECC_PENDING: /* ecc.pending, else ecc.mode (no change pending), as the call */
+        if ((r = fake_entry_fault(c, "nvmlDeviceGetEccMode")) != NVML_SUCCESS)
+            return r;
+        if (!fake_dev_u64(c, &v, "ecc.pending") && !fake_dev_u64(c, &v, "ecc.mode"))
+            return NVML_ERROR_NOT_SUPPORTED;
+        f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f->value.uiVal = v != 0;
+        return NVML_SUCCESS;
     case NVML_FI_DEV_MEMORY_TEMP:
         f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         if (is_absurd)

@@ -92,11 +92,16 @@ ROWS: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "gpu_bar1_memory_total_bytes", "bytes", "BAR1 aperture size", "memory",
-        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB), every=STATIC,
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB), "DCGM_FI_DEV_BAR1_TOTAL", 1 / MIB,
+        every=STATIC,
     ),
     _gauge(
         "gpu_bar1_memory_used_bytes", "bytes", "BAR1 aperture in use", "memory",
-        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "used"), DcgmSource(92, MIB),
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "used"), DcgmSource(92, MIB), "DCGM_FI_DEV_BAR1_USED", 1 / MIB,
+    ),
+    _gauge(
+        "gpu_bar1_memory_free_bytes", "bytes", "BAR1 aperture not in use", "memory",
+        NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "free"), DcgmSource(93, MIB), "DCGM_FI_DEV_BAR1_FREE", 1 / MIB,
     ),
     # temperature and cooling
     _gauge(
@@ -141,6 +146,11 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetPowerUsage", "", _MILLI), DcgmSource(155), "DCGM_FI_DEV_POWER_USAGE",
     ),
     _gauge(
+        "gpu_power_instant_watts", "watts", "Instantaneous power draw of the whole board (not averaged)", "power",
+        NvmlSource("nvmlDeviceGetFieldValues", "power_instant", _MILLI), DcgmSource(157),
+        "DCGM_FI_DEV_POWER_USAGE_INSTANT",
+    ),
+    _gauge(
         "gpu_power_limit_watts", "watts", "Power limit the driver enforces, after all limiters", "power",
         NvmlSource("nvmlDeviceGetEnforcedPowerLimit", "", _MILLI), DcgmSource(164),
         "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
@@ -149,6 +159,22 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_power_default_limit_watts", "watts", "Default power management limit of the board", "power",
         NvmlSource("nvmlDeviceGetPowerManagementDefaultLimit", "", _MILLI), DcgmSource(163),
         "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", every=STATIC,
+    ),
+    _gauge(
+        "gpu_power_management_limit_watts", "watts",
+        "Power management limit requested for the board (by an administrator, else the default)", "power",
+        NvmlSource("nvmlDeviceGetPowerManagementLimit", "", _MILLI), DcgmSource(160), "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        every=STATIC,
+    ),
+    _gauge(
+        "gpu_power_min_limit_watts", "watts", "Lowest power management limit the board accepts", "power",
+        NvmlSource("nvmlDeviceGetPowerManagementLimitConstraints", "min", _MILLI), DcgmSource(161),
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", every=STATIC,
+    ),
+    _gauge(
+        "gpu_power_max_limit_watts", "watts", "Highest power management limit the board accepts", "power",
+        NvmlSource("nvmlDeviceGetPowerManagementLimitConstraints", "max", _MILLI), DcgmSource(162),
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", every=STATIC,
     ),
     _counter(
         "gpu_energy_joules_total", "joules", "Energy consumed since the driver was loaded", "power",
@@ -166,6 +192,20 @@ ROWS: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_MEM_CLOCK", 1 / _MHZ,
     ),
     _gauge(
+        "gpu_video_clock_hertz", "hertz", "Current video (encoder/decoder) clock", "clocks",
+        NvmlSource("nvmlDeviceGetClockInfo", "video", _MHZ), DcgmSource(102, _MHZ), "DCGM_FI_DEV_VIDEO_CLOCK", 1 / _MHZ,
+    ),
+    _gauge(
+        "gpu_sm_clock_application_hertz", "hertz", "SM clock the GPU targets when it runs work (application clock)",
+        "clocks", NvmlSource("nvmlDeviceGetApplicationsClock", "sm", _MHZ), DcgmSource(110, _MHZ),
+        "DCGM_FI_DEV_APP_SM_CLOCK", 1 / _MHZ, every=STATIC,
+    ),
+    _gauge(
+        "gpu_memory_clock_application_hertz", "hertz", "Memory clock the GPU targets when it runs work (application "
+        "clock)", "clocks", NvmlSource("nvmlDeviceGetApplicationsClock", "memory", _MHZ), DcgmSource(111, _MHZ),
+        "DCGM_FI_DEV_APP_MEM_CLOCK", 1 / _MHZ, every=STATIC,
+    ),
+    _gauge(
         "gpu_sm_clock_max_hertz", "hertz", "Maximum SM clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "sm", _MHZ), DcgmSource(113, _MHZ),
         "DCGM_FI_DEV_MAX_SM_CLOCK", 1 / _MHZ, every=STATIC,
@@ -174,6 +214,11 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_memory_clock_max_hertz", "hertz", "Maximum memory clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "memory", _MHZ), DcgmSource(114, _MHZ),
         "DCGM_FI_DEV_MAX_MEM_CLOCK", 1 / _MHZ, every=STATIC,
+    ),
+    _gauge(
+        "gpu_video_clock_max_hertz", "hertz", "Maximum video (encoder/decoder) clock the GPU supports", "clocks",
+        NvmlSource("nvmlDeviceGetMaxClockInfo", "video", _MHZ), DcgmSource(115, _MHZ),
+        "DCGM_FI_DEV_MAX_VIDEO_CLOCK", 1 / _MHZ, every=STATIC,
     ),
     _gauge(
         "gpu_performance_state", "", "Performance state, 0 (fastest) to 15 (slowest)", "clocks",

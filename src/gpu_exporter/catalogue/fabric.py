@@ -35,7 +35,7 @@ NVLINK_ROWS: tuple[MetricSpec, ...] = (
         row(
             "gpu_nvlink_errors_total", "counter", "",
             "NVLink data-link errors on this link since the driver loaded, by type (crc_data: corrupted flits; "
-            "replay: retransmissions; recovery: link retraining)", "nvlink",
+            "replay: retransmissions; recovery: link retraining; crc_flit: flits with a bad header CRC)", "nvlink",
             NvmlSource("nvmlDeviceGetNvLinkErrorCounter", kind), DcgmSource(fields[0], links=fields),
             variant=(("type", kind),), entities=("nvlink",),
         )

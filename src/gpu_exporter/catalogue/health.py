@@ -44,6 +44,11 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetEccMode", "current"), DcgmSource(300), "DCGM_FI_DEV_ECC_CURRENT", maximum=1,
         every=STATIC,
     ),
+    _gauge(
+        "gpu_ecc_mode_pending_enabled", "", "1 when ECC will be enabled after the next reboot (pending mode)", "ecc",
+        NvmlSource("nvmlDeviceGetEccMode", "pending"), DcgmSource(301), "DCGM_FI_DEV_ECC_PENDING", maximum=1,
+        every=STATIC,
+    ),
     *(
         _counter(
             "gpu_ecc_errors_total", "",

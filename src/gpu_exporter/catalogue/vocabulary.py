@@ -69,11 +69,12 @@ VIOLATION_POLICIES: tuple[tuple[str, int, str], ...] = (
     ("reliability", 245, "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
 )
 #: NVLink error type → DCGM's per-link field ids, link 0 to 17 (DCGM numbered links 6-11, 12-14 and 15-17
-#: in later blocks than 0-5; NVML's nvmlNvLinkErrorCounter_t DL_CRC_DATA, DL_REPLAY, DL_RECOVERY).
+#: in later blocks than 0-5; NVML's nvmlNvLinkErrorCounter_t DL_CRC_DATA, DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT).
 NVLINK_ERROR_FIELDS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("crc_data", (*range(410, 416), *range(457, 463), *range(416, 419), *range(484, 487))),
     ("replay", (*range(420, 426), *range(463, 469), *range(426, 429), *range(487, 490))),
     ("recovery", (*range(430, 436), *range(469, 475), *range(436, 439), *range(491, 494))),
+    ("crc_flit", (*range(400, 406), *range(451, 457), *range(406, 409), *range(481, 484))),
 )
 
 

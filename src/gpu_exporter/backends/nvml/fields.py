@@ -23,14 +23,19 @@ from gpu_exporter.model import Entity
 # Device-level sources → field id. Units are the call's: mW, mJ, ns, counts, 0/1.
 DEVICE_FIELDS: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetFieldValues", "memory_temperature"): pynvml.NVML_FI_DEV_MEMORY_TEMP,
+    ("nvmlDeviceGetFieldValues", "power_instant"): pynvml.NVML_FI_DEV_POWER_INSTANT,
     # nvmlDeviceGetPowerUsage is the 1 s average on Ampere (except GA100) and newer; elsewhere the
     # field answers NOT_SUPPORTED and the call (instantaneous there) is used instead.
     ("nvmlDeviceGetPowerUsage", ""): pynvml.NVML_FI_DEV_POWER_AVERAGE,
     ("nvmlDeviceGetEnforcedPowerLimit", ""): pynvml.NVML_FI_DEV_POWER_CURRENT_LIMIT,
     ("nvmlDeviceGetPowerManagementDefaultLimit", ""): pynvml.NVML_FI_DEV_POWER_DEFAULT_LIMIT,
+    ("nvmlDeviceGetPowerManagementLimit", ""): pynvml.NVML_FI_DEV_POWER_REQUESTED_LIMIT,
+    ("nvmlDeviceGetPowerManagementLimitConstraints", "min"): pynvml.NVML_FI_DEV_POWER_MIN_LIMIT,
+    ("nvmlDeviceGetPowerManagementLimitConstraints", "max"): pynvml.NVML_FI_DEV_POWER_MAX_LIMIT,
     ("nvmlDeviceGetTotalEnergyConsumption", ""): pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
     ("nvmlDeviceGetPcieReplayCounter", ""): pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
     ("nvmlDeviceGetEccMode", "current"): pynvml.NVML_FI_DEV_ECC_CURRENT,
+    ("nvmlDeviceGetEccMode", "pending"): pynvml.NVML_FI_DEV_ECC_PENDING,
     ("nvmlDeviceGetTotalEccErrors", "corrected_volatile"): pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
     ("nvmlDeviceGetTotalEccErrors", "uncorrected_volatile"): pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
     ("nvmlDeviceGetTotalEccErrors", "corrected_aggregate"): pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL,
@@ -54,7 +59,12 @@ DEVICE_FIELDS: dict[tuple[str, str], int] = {
 # runs of ids); links 12 and up keep nvmlDeviceGetNvLinkErrorCounter.
 _LANE_FIELDS: dict[str, tuple[int, ...]] = {
     selector: tuple(getattr(pynvml, f"NVML_FI_DEV_NVLINK_{name}_ERROR_COUNT_L{lane}") for lane in range(12))
-    for selector, name in (("crc_data", "CRC_DATA"), ("replay", "REPLAY"), ("recovery", "RECOVERY"))
+    for selector, name in (
+        ("crc_data", "CRC_DATA"),
+        ("replay", "REPLAY"),
+        ("recovery", "RECOVERY"),
+        ("crc_flit", "CRC_FLIT"),
+    )
 }
 # Per-link fields with scopeId = link.
 _SCOPED_LINK_FIELDS: dict[tuple[str, str], int] = {

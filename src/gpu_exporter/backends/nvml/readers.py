@@ -19,9 +19,11 @@ _THRESHOLDS = {
     "max_operating": pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
     "memory_max_operating": pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX,
 }
-_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
+_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM, "video": pynvml.NVML_CLOCK_VIDEO}
+_APP_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
 _PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}
-_FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP}
+# Values NVML offers only as fields (no call of their own): °C, mW.
+_FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP, "power_instant": pynvml.NVML_FI_DEV_POWER_INSTANT}
 # Per-link field values (scopeId = link): cumulative KiB since the driver loaded.
 _LINK_FIELD_IDS = {
     "nvlink_tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
@@ -31,6 +33,7 @@ _LINK_ERRORS = {
     "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
     "replay": pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
     "recovery": pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+    "crc_flit": pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
 }
 MAX_LINKS = pynvml.NVML_NVLINK_MAX_LINKS
 _VIOLATIONS = {
@@ -104,8 +107,9 @@ def _memory(handle: Handle) -> Raw:
 
 
 def _bar1(handle: Handle) -> Raw:
+    """``nvmlDeviceGetBAR1MemoryInfo``, bytes."""
     info = pynvml.nvmlDeviceGetBAR1MemoryInfo(handle)
-    return {"total": info.bar1Total, "used": info.bar1Used}
+    return {"total": info.bar1Total, "used": info.bar1Used, "free": info.bar1Free}
 
 
 def _utilization(handle: Handle) -> Raw:
@@ -128,7 +132,20 @@ def _clock_events(handle: Handle) -> Raw:
 
 
 def _ecc_mode(handle: Handle) -> Raw:
-    current, _pending = pynvml.nvmlDeviceGetEccMode(handle)
+    """``nvmlDeviceGetEccMode``: the current mode and the one after the next reboot, 0 or 1."""
+    current, pending = pynvml.nvmlDeviceGetEccMode(handle)
+    return {"current": current, "pending": pending}
+
+
+def _power_constraints(handle: Handle) -> Raw:
+    """``nvmlDeviceGetPowerManagementLimitConstraints``: the lowest and highest limit, mW."""
+    low, high = pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+    return {"min": low, "max": high}
+
+
+def _mig_mode(handle: Handle) -> Raw:
+    """``nvmlDeviceGetMigMode``: the current mode, 0 or 1 (the pending one is not exported)."""
+    current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
     return {"current": current}
 
 
@@ -157,6 +174,12 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetPowerUsage": _single(pynvml.nvmlDeviceGetPowerUsage),
     "nvmlDeviceGetEnforcedPowerLimit": _single(pynvml.nvmlDeviceGetEnforcedPowerLimit),
     "nvmlDeviceGetPowerManagementDefaultLimit": _single(pynvml.nvmlDeviceGetPowerManagementDefaultLimit),
+    "nvmlDeviceGetPowerManagementLimit": _single(pynvml.nvmlDeviceGetPowerManagementLimit),
+    "nvmlDeviceGetPowerManagementLimitConstraints": _power_constraints,
+    "nvmlDeviceGetPersistenceMode": _single(pynvml.nvmlDeviceGetPersistenceMode),
+    "nvmlDeviceGetComputeMode": _single(pynvml.nvmlDeviceGetComputeMode),
+    "nvmlDeviceGetMigMode": _mig_mode,
+    "nvmlDeviceGetVirtualizationMode": _single(pynvml.nvmlDeviceGetVirtualizationMode),
     "nvmlDeviceGetTotalEnergyConsumption": _single(pynvml.nvmlDeviceGetTotalEnergyConsumption),
     "nvmlDeviceGetPerformanceState": _pstate,
     "nvmlDeviceGetCurrPcieLinkGeneration": _single(pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
@@ -181,6 +204,7 @@ ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
     "nvmlDeviceGetFieldValues": lambda h, s: field_value(pynvml.nvmlDeviceGetFieldValues(h, [_FIELD_IDS[s]])[0]),
     "nvmlDeviceGetClockInfo": lambda h, s: pynvml.nvmlDeviceGetClockInfo(h, _CLOCKS[s]),
     "nvmlDeviceGetMaxClockInfo": lambda h, s: pynvml.nvmlDeviceGetMaxClockInfo(h, _CLOCKS[s]),
+    "nvmlDeviceGetApplicationsClock": lambda h, s: pynvml.nvmlDeviceGetApplicationsClock(h, _APP_CLOCKS[s]),
     "nvmlDeviceGetPcieThroughput": lambda h, s: pynvml.nvmlDeviceGetPcieThroughput(h, _PCIE_COUNTERS[s]),
     "nvmlDeviceGetViolationStatus": lambda h, s: pynvml.nvmlDeviceGetViolationStatus(h, _VIOLATIONS[s]).violationTime,
     "nvmlDeviceGetTotalEccErrors": lambda h, s: pynvml.nvmlDeviceGetTotalEccErrors(h, *_ECC[s]),
@@ -218,13 +242,16 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetFieldValues": tuple(_FIELD_IDS),
         "nvmlDeviceGetClockInfo": tuple(_CLOCKS),
         "nvmlDeviceGetMaxClockInfo": tuple(_CLOCKS),
+        "nvmlDeviceGetApplicationsClock": tuple(_APP_CLOCKS),
+        "nvmlDeviceGetPowerManagementLimitConstraints": ("min", "max"),
+        "nvmlDeviceGetMigMode": ("current",),
         "nvmlDeviceGetPcieThroughput": tuple(_PCIE_COUNTERS),
         "nvmlDeviceGetMemoryInfo": ("total", "used", "free", "reserved"),
-        "nvmlDeviceGetBAR1MemoryInfo": ("total", "used"),
+        "nvmlDeviceGetBAR1MemoryInfo": ("total", "used", "free"),
         "nvmlDeviceGetUtilizationRates": ("gpu", "memory"),
         "nvmlDeviceGetCurrentClocksEventReasons": tuple(reason for reason, _ in CLOCK_EVENT_REASONS),
         "nvmlDeviceGetViolationStatus": tuple(_VIOLATIONS),
-        "nvmlDeviceGetEccMode": ("current",),
+        "nvmlDeviceGetEccMode": ("current", "pending"),
         "nvmlDeviceGetTotalEccErrors": tuple(_ECC),
         "nvmlDeviceGetRemappedRows": ("correctable", "uncorrectable", "pending", "failure"),
         "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),

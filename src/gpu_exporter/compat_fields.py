@@ -1,0 +1,134 @@
+"""dcgm-exporter fields beyond one catalogue row each: the DCGM fields composed from several rows,
+and, for every other DCGM_FI_DEV_* field gpu-exporter does not serve, why not.
+
+A *composed* field is a sum over catalogue rows of one GPU: DCGM field 112 (the clock-event reason
+bitmask) is Σ bit × ``gpu_clock_event_active{reason}``; the NVLink error totals (409, 419, 429, 439)
+add ``gpu_nvlink_errors_total{type}`` over the GPU's links, and the per-link fields (410-415, …)
+take one link's. Both backends compose them the same way, so their dcgm-exporter output matches.
+
+:data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
+checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS
+from gpu_exporter.model import Entity
+
+#: Fields DCGM types as doubles (watts, the used-memory ratio, profiling ratios); every other exported
+#: field is an INT64 in DCGM, so its value is truncated to a whole number (framebuffer and BAR1 in
+#: whole MiB, as DCGM divides bytes by 2^20; clocks in whole MHz).
+DOUBLE_IDS = frozenset({155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009)})
+#: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
+NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A DCGM field computed from catalogue rows: Σ weight × value over ``parts`` (row key, weight),
+    read from the GPU itself, or from its NVLinks (``links``: every link when ``link`` is None, else
+    that link only). Absent when none of the parts has a value."""
+
+    parts: tuple[tuple[str, int], ...]
+    describe: str
+    links: bool = False
+    link: int | None = None
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(key for key, _weight in self.parts)
+
+    def value(self, samples: Mapping[Entity, Mapping[str, float]], gpu: Entity) -> float | None:
+        """The composed value of GPU ``gpu`` from one cycle's samples of it and its links."""
+        if not self.links:
+            sources = [samples.get(gpu, {})]
+        else:
+            sources = [
+                values
+                for entity, values in samples.items()
+                if entity.kind == "nvlink"
+                and entity.uid.startswith(gpu.uid + "/")
+                and (self.link is None or dict(entity.labels).get("nvlink") == str(self.link))
+            ]
+        found = [values[key] * weight for values in sources for key, weight in self.parts if key in values]
+        return float(sum(found)) if found else None
+
+
+def _composed() -> dict[int, Composed]:
+    out = {
+        112: Composed(
+            tuple((f"gpu_clock_event_active{{reason={reason}}}", bit) for reason, bit in CLOCK_EVENT_REASONS),
+            "Σ bit × `gpu_clock_event_active{reason}`",
+        )
+    }
+    for kind, ids in NVLINK_ERROR_FIELDS:
+        key = f"gpu_nvlink_errors_total{{type={kind}}}"
+        out[NVLINK_TOTAL_FIELDS[kind]] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
+        for link, number in enumerate(ids):
+            out[number] = Composed(((key, 1),), f"`{key}` of link {link}", links=True, link=link)
+    return out
+
+
+#: DCGM field id → how it is composed from catalogue rows.
+COMPOSED: dict[int, Composed] = _composed()
+
+#: DCGM device fields gpu-exporter does not serve, by inclusive id range, with the reason. Ranges may
+#: hold served ids too (a served id wins); ids DCGM does not define are skipped.
+NOT_SERVED: tuple[tuple[int, int, str], ...] = (
+    (4, 4, "host-wide count, not a GPU's value: count(gpu_up) gives it"),
+    (51, 51, "not read yet (NVML nvmlDeviceGetBrand)"),
+    (52, 52, "not read yet as a value (the `gpu` label carries the index)"),
+    (56, 56, "not read yet (NVML nvmlDeviceGetInforomVersion)"),
+    (58, 59, "not read yet (NVML nvmlDeviceGetPciInfo pciDeviceId, pciSubSystemId)"),
+    (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
+    (63, 63, "DCGM's packing of major and minor into one integer is not confirmed here; not served rather "
+     "than risk a wrong number"),
+    (64, 64, "pairwise (NVML nvmlDeviceGetP2PStatus per GPU pair); not read yet"),
+    (68, 77, "CPU affinity bitmasks, CUDA_VISIBLE_DEVICES text, confidential-compute mode and MIG layout "
+     "records: not per-GPU samples, or not read yet"),
+    (80, 82, "not read yet (NVML nvmlDeviceGetInforomVersion, nvmlDeviceGetInforomImageVersion)"),
+    (83, 84, "not read yet (NVML nvmlDeviceGetInforomConfigurationChecksum, nvmlDeviceValidateInforom)"),
+    (86, 89, "memory affinity bitmasks, not per-GPU samples"),
+    (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
+    (94, 94, "GPM support flag: not read yet"),
+    (120, 130, "auto-boost setting and the supported-clocks list (a record, not a number): not read yet"),
+    (153, 153, "not read yet (NVML field NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT)"),
+    (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
+    (205, 205, "per-process accounting records, not a sample"),
+    (246, 247, "not read yet (NVML nvmlDeviceGetViolationStatus, TOTAL_APP_CLOCKS and TOTAL_BASE_CLOCKS)"),
+    (254, 254, "DCGM's own ratio; gpu_memory_used_bytes / gpu_memory_total_bytes gives it natively"),
+    (285, 287, "Grace Hopper C2C links: not read yet"),
+    (314, 345, "ECC errors by memory location (L1, L2, device, register, texture, SHM, CBU, SRAM): not read "
+     "yet (NVML nvmlDeviceGetMemoryErrorCounter)"),
+    (346, 363, "DCGM diagnostic results, which NVML does not run"),
+    (385, 389, "row-remapper histogram: not read yet (NVML nvmlDeviceGetRowRemapperHistogram)"),
+    (440, 449, "NVLink bandwidth: DCGM computes it from its own sample history in a unit not confirmed here; "
+     "gpu_nvlink_transmit_bytes_total and gpu_nvlink_receive_bytes_total give NVML's per-link counters"),
+    (450, 450, "DCGM's NVLink error health flag: not read yet"),
+    (475, 480, "NVLink bandwidth (links 6-11), as for 440-449"),
+    (494, 496, "NVLink bandwidth (links 15-17), as for 440-449"),
+    (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
+    (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
+    (571, 577, "platform placement (chassis, slot, tray): not read yet (NVML nvmlDeviceGetPlatformInfo)"),
+    (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
+    (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
+     "DCGM computes"),
+    (1000, 1099, "profiling (DCP) metrics: DCGM's profiling module only (the profiling collector)"),
+    (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
+    (1200, 1220, "NVLink port counters: not read yet"),
+    (1300, 1310, "ConnectX NIC fields of DCGM"),
+    (1400, 1419, "C2C link and NVLink FEC history: not read yet"),
+    (1420, 1424, "clock-event durations: not read yet (gpu_clock_throttle_seconds_total has NVML's "
+     "violation times)"),
+    (1425, 1442, "power smoothing: not read yet"),
+    (1500, 1599, "not read yet"),
+    (1600, 1612, "DCGM 4.x's base-unit twins of served fields: their DCGM types are not confirmed here"),
+)  # fmt: skip
+
+
+def not_served_reason(number: int) -> str | None:
+    """Why DCGM field ``number`` is not served (None where no range says)."""
+    return next((why for low, high, why in NOT_SERVED if low <= number <= high), None)

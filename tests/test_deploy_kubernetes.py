@@ -139,7 +139,12 @@ def test_daemonset_security_resources_and_scheduling(name: str) -> None:
     if name == "attribution":
         binding = one(docs, "ClusterRoleBinding")
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-exporter", "namespace": "gpu-exporter"}]
-        assert one(docs, "ClusterRole")["rules"][0]["resources"] == ["nodes/proxy", "nodes/pods"]
+        rules = [(r["apiGroups"], r["resources"], r["verbs"]) for r in one(docs, "ClusterRole")["rules"]]
+        assert rules == [
+            ([""], ["nodes/proxy", "nodes/pods"], ["get"]),  # the kubelet's /pods
+            (["resource.k8s.io"], ["resourceslices"], ["get", "list", "watch"]),  # DRA devices' UUIDs
+            ([""], ["pods"], ["get", "list", "watch"]),  # this node's pods
+        ]
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["runtimeClassName"] == "nvidia"
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]

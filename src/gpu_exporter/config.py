@@ -51,6 +51,8 @@ class Settings:
     kubelet_ca_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
     kubelet_insecure: bool = False
     kubelet_token_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    kubernetes_api_url: str = "auto"
+    kubernetes_node: str = ""
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512
@@ -273,6 +275,14 @@ OPTIONS: tuple[Option, ...] = (
            ("kubernetes", "kubelet-insecure-skip-verify"), _boolean,
            "Do not verify the kubelet's certificate (sends the service-account token to whatever answers; "
            "only for self-signed kubelet certificates; default false).", "BOOL", switch=True),
+    Option("--kubernetes.api-url", "kubernetes_api_url", ("kubernetes", "api-url"), str,
+           "The Kubernetes API server, for the GPU and MIG UUIDs of DRA-allocated devices (this node's "
+           "ResourceSlices) and the pods of process pod UIDs (this node's pods), listed every 3 refresh "
+           "intervals with the token and CA of --kubernetes.kubelet-token-file/-ca-file (default auto: "
+           "in a pod, https://KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT; empty: not asked).", "URL"),
+    Option("--kubernetes.node-name", "kubernetes_node", ("kubernetes", "node-name"), str,
+           "This node's name in the API server, to list only its ResourceSlices and pods (default the "
+           "NODE_NAME variable; without one the API server is not asked).", "NAME"),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",

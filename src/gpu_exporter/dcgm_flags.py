@@ -48,6 +48,9 @@ class DcgmOptions:
     replace_blanks: bool = False
     configmap: str = ""
     remote_host: str = ""
+    pod_uid: bool = False
+    pod_labels: bool = False
+    pod_label_allowlist: str = ""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -101,6 +104,15 @@ def _configmap(value: str) -> str:
 
 
 def _text(value: str) -> str:
+    return value
+
+
+def _allowlist(value: str) -> str:
+    for pattern in (p.strip() for p in value.split(",") if p.strip()):
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"comma-separated regular expressions ({pattern!r}: {err})") from None
     return value
 
 
@@ -159,25 +171,24 @@ FLAGS: tuple[DcgmFlag, ...] = (
              "`uid` or `device-name`; accepted: gpu-exporter matches the kubelet's device ids against both "
              "GPU UUIDs and MIG device names.", lambda v: _choice(v, "uid", "device-name")),
     DcgmFlag(("--kubernetes-enable-pod-labels",), "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", True,
-             "Accepted with a warning: pod labels need the Kubernetes API, which gpu-exporter does not call.",
-             _bool, warn="--kubernetes-enable-pod-labels: gpu-exporter reads allocations from the kubelet only "
-             "and has no pod labels to add; join kube_pod_labels in PromQL instead", default="false"),
+             "With `-k`: series of a GPU or MIG instance allocated to one pod also carry that pod's Kubernetes "
+             "labels (names with characters other than letters, digits and `_` turned to `_`), from this "
+             "node's pods in the API server (`--kubernetes.api-url`; needs `list` on pods).", _bool,
+             option="pod_labels"),
     DcgmFlag(("--kubernetes-enable-pod-uid",), "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", True,
-             "Accepted with a warning: the kubelet's pod-resources API gives no pod UID.", _bool,
-             warn="--kubernetes-enable-pod-uid: the kubelet's pod-resources API gives no pod UID; no uid label",
-             default="false"),
+             "With `-k`: series of a GPU or MIG instance allocated to one pod also carry its `uid` (from this "
+             "node's pods in the API server).", _bool, option="pod_uid"),
     DcgmFlag(("--kubernetes-pod-label-allowlist-regex",), "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX", False,
-             "Accepted with a warning (no pod labels, see above).",
-             warn="--kubernetes-pod-label-allowlist-regex: gpu-exporter adds no pod labels", default=""),
+             "Only pod labels whose name matches one of these comma-separated regular expressions (whole "
+             "name) are added (default: all).", _allowlist, option="pod_label_allowlist"),
     DcgmFlag(("--kubernetes-virtual-gpus",), "KUBERNETES_VIRTUAL_GPUS", True,
              "Accepted with a warning: a GPU shared by several pods gets no pod labels (its values would be "
              "counted once per pod); gpu_allocation_info lists every pod.", _bool,
              warn="--kubernetes-virtual-gpus: a GPU shared by several pods gets no pod labels here; "
              "gpu_allocation_info lists each pod", default="false"),
     DcgmFlag(("--kubernetes-enable-dra",), "KUBERNETES_ENABLE_DRA", True,
-             "Accepted with a warning: Dynamic Resource Allocation claims are not attributed.", _bool,
-             warn="--kubernetes-enable-dra: DRA claims are not attributed by gpu-exporter (device-plugin "
-             "allocations are)", default="false"),
+             "Accepted: with `-k`, GPUs allocated through DRA claims are always attributed where the API "
+             "server lists this node's ResourceSlices (`--kubernetes.api-url`).", _bool),
     DcgmFlag(("--switch-devices", "-s"), "DCGM_EXPORTER_OTHER_DEVICES_STR", False,
              "Accepted; NVSwitches are chosen with `--collector.nvswitch` (a value other than `f` warns).",
              parse_devices, warn="--switch-devices: NVSwitches are all reported with --collector.nvswitch; "

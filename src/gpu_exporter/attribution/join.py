@@ -265,7 +265,7 @@ def _api_sources(settings: Settings) -> tuple[Slices | None, PodNames | None]:
     from gpu_exporter.attribution.podresources import DRA_DRIVERS
 
     api = ApiClient(url, settings.kubelet_token_file, settings.kubelet_ca_file, 5.0)
-    every = max(10.0, 3 * settings.kubelet_refresh)
+    every = 3 * settings.kubelet_refresh  # default 30 s: two small lists per node, never per scrape
     slices = ResourceSlices(api, node, DRA_DRIVERS, every, max(180.0, 6 * every))
     return slices, NodePods(api, node, every, max(180.0, 6 * every))
 

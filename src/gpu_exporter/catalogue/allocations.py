@@ -1,7 +1,9 @@
 """Rows of the allocations collector: one entity per allocation of a GPU (or MIG instance) to a
 Kubernetes pod container (labels ``namespace``, ``pod``, ``container``, from the kubelet's
-pod-resources API), a Slurm job (``slurm_job``, from the cgroups of the GPU's processes) or an HPC
-job (``hpc_job``, from a job-mapping directory). They join to every device metric by ``uuid``."""
+pod-resources API; ``claim`` and ``claim_namespace`` too when the GPU was allocated through a DRA
+ResourceClaim, its device resolved to a GPU or MIG UUID through the node's ResourceSlices), a
+Slurm job (``slurm_job``, from the cgroups of the GPU's processes) or an HPC job (``hpc_job``,
+from a job-mapping directory). They join to every device metric by ``uuid``."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ _ALLOCATIONS = ("pod", "job")
 
 ROWS: tuple[MetricSpec, ...] = (
     _gauge(
-        "gpu_allocation_info", "", "One series per allocation of this GPU or MIG instance (a pod's container, a "
-        "Slurm or HPC job); value is always 1: join it by uuid to attribute any GPU metric", "allocations",
+        "gpu_allocation_info", "", "One series per allocation of this GPU or MIG instance (a pod's container, "
+        "through the device plugin or a DRA claim; a Slurm or HPC job); value is always 1: join it by uuid "
+        "to attribute any GPU metric", "allocations",
         None, None, entities=_ALLOCATIONS, derive=Constant(1.0),
     ),
     _counter(

@@ -1,0 +1,55 @@
+"""dcgm-exporter's pod labels in its compatibility mode (``-k``): which pod a GPU's or MIG
+instance's series name, with the pod's UID and Kubernetes labels where dcgm-exporter's flags ask."""
+
+from __future__ import annotations
+
+import re
+
+from gpu_exporter.dcgm_flags import DcgmOptions
+from gpu_exporter.snapshot import DeviceView
+
+Labels = list[tuple[str, str]]
+
+
+def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
+    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``) for each GPU or
+    MIG instance allocated to exactly one pod container, then its ``uid``
+    (``--kubernetes-enable-pod-uid``) and its Kubernetes labels (``--kubernetes-enable-pod-labels``,
+    names made valid, those of ``--kubernetes-pod-label-allowlist-regex``) where the API server lists
+    the pod. A device several pods share (time-slicing) gets none: copying its values to every pod
+    would count them once per pod; the per-process series say who uses what."""
+    by_parent: dict[str, list[tuple[dict[str, str], dict[str, str]]]] = {}
+    for entity in device.samples:
+        if entity.kind == "pod":
+            info = dict(entity.info)
+            by_parent.setdefault(info.get("parent", ""), []).append((dict(entity.labels), info))
+    out: dict[str, Labels] = {}
+    for parent, own in by_parent.items():
+        if len(own) != 1:
+            continue
+        labels, info = own[0]
+        found = [("pod", labels["pod"]), ("namespace", labels["namespace"]), ("container", labels["container"])]
+        if options.pod_uid and info.get("pod_uid"):
+            found.append(("uid", info["pod_uid"]))
+        if options.pod_labels:
+            found += _kubernetes_labels(info, options.pod_label_allowlist, {name for name, _ in found})
+        out[parent] = found
+    return out
+
+
+def _kubernetes_labels(info: dict[str, str], allowlist: str, taken: set[str]) -> Labels:
+    """The pod's Kubernetes labels (``label/KEY`` in the allocation's info) as Prometheus labels."""
+    patterns = [re.compile(p.strip()) for p in allowlist.split(",") if p.strip()]
+    found: list[tuple[str, str]] = []
+    for key, value in sorted(info.items()):
+        if not key.startswith("label/"):
+            continue
+        name = key[len("label/") :]
+        if patterns and not any(p.fullmatch(name) for p in patterns):
+            continue
+        clean = re.sub(r"[^a-zA-Z0-9_]", "_", name)
+        clean = f"_{clean}" if clean[:1].isdigit() else clean
+        if clean and clean not in taken and not clean.startswith("__"):
+            taken.add(clean)
+            found.append((clean, value))
+    return found

@@ -26,7 +26,7 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
-from gpu_exporter.compat_pods import pod_labels as _pods
+from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
 from gpu_exporter.dcgm_fields import FIELD_IDS, field_id
@@ -54,9 +54,6 @@ _LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
 _XID_FIELD = 230
 _XID_COUNT = 9001
 _CLOCK_COUNT = 9002
-#: Fields DCGM types as doubles; every other exported field is an INT64 in DCGM, so its value is
-#: truncated to a whole number (framebuffer in whole MiB, as DCGM divides bytes by 2^20).
-_DOUBLE_IDS = frozenset({155, 157, 160, 161, 162, 163, 164, *range(1001, 1009)})
 #: Framebuffer fields: quantities of the instance itself, never copied from the whole GPU.
 _FRAMEBUFFER_IDS = frozenset(range(250, 256))
 Labels = list[tuple[str, str]]
@@ -125,6 +122,11 @@ def plan(
                 items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
+        elif number in COMPOSED and number not in known:
+            if COMPOSED[number].keys <= {spec.key for spec in specs if _supplied(spec, backend)}:
+                items.append(_Item(counter, number))
+            else:
+                reason = f"the rows it is composed from are not enabled on the {backend} backend"
         elif number in enabled and _supplied(enabled[number], backend):
             spec = enabled[number]
             source = spec.source(backend)
@@ -226,12 +228,17 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
         for target in targets:
             base = _base(compat, frame.host, device.identity, target)
             if item.spec is not None:
-                samples += _values(item, device, target, base, options)
+                samples += _values(item, device, target, base)
             elif item.field_id == _XID_FIELD and frame.events is not None:
                 samples.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
             elif item.field_id == _XID_COUNT and frame.events is not None:
                 tally = frame.events.get(device.identity.uuid, XidTally())
                 samples += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
+            elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
+                value = COMPOSED[item.field_id].value(device.samples, device.entity)
+                uid = target.uid if target is not None else device.entity.uid
+                if value is not None:
+                    samples.append((base + _pods(device).get(uid, []), value))
             elif item.field_id == _CLOCK_COUNT:
                 events = frame.windows.get(device.identity.uuid, ())
                 samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
@@ -250,20 +257,18 @@ def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:
         result = scaled(value, item.spec.compat_scale)
     else:
         result = scaled(raw, item.backend_scale * item.spec.compat_scale)
-    if item.field_id not in _DOUBLE_IDS and math.isfinite(result):
+    if item.field_id not in DOUBLE_IDS and math.isfinite(result):
         return float(math.trunc(result))
     return result
 
 
-def _values(
-    item: _Item, device: DeviceView, target: Entity | None, base: Labels, options: DcgmOptions
-) -> Iterable[tuple[Labels, float]]:
+def _values(item: _Item, device: DeviceView, target: Entity | None, base: Labels) -> Iterable[tuple[Labels, float]]:
     """The item's value for the whole GPU (``target`` None) or for one GPU instance: the instance's
     own value where the catalogue has one per instance, else (as DCGM answers for a GPU instance)
     the whole GPU's; framebuffer fields only ever from the instance itself."""
     spec = item.spec
     assert spec is not None
-    pods = _pods(device, options)
+    pods = _pods(device)
     entity = device.entity
     if target is not None and "mig" in spec.entities:
         entity = target
@@ -274,6 +279,22 @@ def _values(
         return
     uid = target.uid if target is not None else device.entity.uid
     yield base + pods.get(uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
+
+
+def _pods(device: DeviceView) -> dict[str, Labels]:
+    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``) for each GPU or
+    MIG instance allocated to exactly one pod container. A device several pods share (time-slicing)
+    gets none: copying its values to every pod would count them once per pod; the per-process series
+    say who uses what."""
+    by_parent: dict[str, list[dict[str, str]]] = {}
+    for entity in device.samples:
+        if entity.kind == "pod":
+            by_parent.setdefault(dict(entity.info).get("parent", ""), []).append(dict(entity.labels))
+    return {
+        parent: [("pod", own[0]["pod"]), ("namespace", own[0]["namespace"]), ("container", own[0]["container"])]
+        for parent, own in by_parent.items()
+        if len(own) == 1
+    }
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:

@@ -1,6 +1,6 @@
 """The catalogue: one declarative table of every metric gpu-exporter exports.
 
-Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`, :mod:`.fabric`,
+Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`, :mod:`.modes`, :mod:`.fabric`,
 :mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
 the metrics without a vendor source (identity, events, self-metrics, the Xid table) :mod:`.fixed`.
 Backends, the pipeline, the exposition, the README's metric table and the tests all read this
@@ -9,7 +9,7 @@ table; nothing else names a metric.
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import allocations, devices, fabric, health, processes, profiling
+from gpu_exporter.catalogue import allocations, devices, fabric, health, modes, processes, profiling
 from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
 from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
@@ -55,7 +55,8 @@ from gpu_exporter.catalogue.vocabulary import (
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
 METRICS: tuple[MetricSpec, ...] = (
-    *devices.ROWS, *health.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS, *allocations.ROWS,
+    *devices.ROWS, *health.ROWS, *modes.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS,
+    *allocations.ROWS,
 )  # fmt: skip
 #: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
 SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS

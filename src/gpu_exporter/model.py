@@ -8,6 +8,7 @@ the only place those labels are spelled; a new kind (process, pod, job) adds one
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpu_exporter.catalogue import LINK_LABEL, EntityKind
@@ -24,12 +25,19 @@ class Entity:
     labels: Labels
     info: Labels = ()
 
+    def __hash__(self) -> int:
+        # By uid alone (unique per entity; equal entities share it): str caches its hash, where
+        # the generated hash re-hashed every label tuple on each of the many lookups per cycle.
+        return hash(self.uid)
 
+
+@functools.lru_cache(maxsize=8192)  # one object per GPU, instance and link: lookups match by identity
 def gpu(index: int, uuid: str) -> Entity:
     """A physical GPU: labels ``gpu`` (NVML index) and ``uuid``."""
     return Entity("gpu", uuid, (("gpu", str(index)), ("uuid", uuid)))
 
 
+@functools.lru_cache(maxsize=8192)  # one object per GPU, instance and link: lookups match by identity
 def mig(
     index: int, uuid: str, gpu_instance: int, compute_instance: int, profile: str, mig_uuid: str, name: str
 ) -> Entity:
@@ -43,6 +51,7 @@ def mig(
     return Entity("mig", uid, labels, (("mig_uuid", mig_uuid), ("name", name)))
 
 
+@functools.lru_cache(maxsize=8192)  # one object per GPU, instance and link: lookups match by identity
 def nvlink(index: int, uuid: str, link: int) -> Entity:
     """NVLink ``link`` of GPU ``uuid``."""
     return Entity("nvlink", f"{uuid}/nvlink{link}", (("gpu", str(index)), ("uuid", uuid), (LINK_LABEL, str(link))))

@@ -290,15 +290,15 @@ class Sampler:
         for name, count in converted.invalid.items():
             self._invalid[name] = self._invalid.get(name, 0) + count
         by_uid = {entity.uid: values for entity, values in converted.values.items()}
+        everything = result.cycle == state.everything_in
+        due = [key for key in self._plan.slow if everything or self._plan.due(key, result.cycle)]
         for entity, values in converted.values.items():
-            for key in self._plan.slow:
-                if self._plan.due(key, result.cycle) or result.cycle == state.everything_in:
-                    # due in that read: take its value, or its absence
-                    if key in values:
-                        raw = converted.raw.get(entity, {}).get(key, values[key])
-                        state.slow[(entity, key)] = (values[key], raw, result.finished_at)
-                    else:
-                        state.slow.pop((entity, key), None)
+            for key in due:  # due in that read: take its value, or its absence
+                if key in values:
+                    raw = converted.raw.get(entity, {}).get(key, values[key])
+                    state.slow[(entity, key)] = (values[key], raw, result.finished_at)
+                else:
+                    state.slow.pop((entity, key), None)
             inputs = values
             if entity.kind in ("pod", "job"):  # an allocation is idle by its GPU's values
                 inputs = by_uid.get(dict(entity.info).get("parent", ""), {})

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from gpu_exporter.backends.base import RawReading
 from gpu_exporter.catalogue import BY_KEY
+from gpu_exporter.catalogue.spec import Source
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.memo import UnsupportedMemo
-from gpu_exporter.sanity import drop_inconsistent, plausible
+from gpu_exporter.sanity import SENTINELS, drop_inconsistent
 
 log = logging.getLogger(__name__)
 
@@ -25,27 +26,54 @@ class Converted:
     invalid: dict[str, int] = field(default_factory=dict)
 
 
+#: Per backend, per row key: (metric name, plausible bound, scale numerator and denominator, or the
+#: source itself where its value is no plain scale: a DCGM flag bit), or None where the backend has
+#: no source for the row; built once per (backend, key) from the catalogue.
+_Row = tuple[str, float | None, int, int, Source | None]
+_ROWS: dict[str, dict[str, _Row | None]] = {}
+
+
+def _row(backend: str, key: str) -> _Row | None:
+    rows = _ROWS.setdefault(backend, {})
+    if key not in rows:
+        spec = BY_KEY[key]
+        source = spec.source(backend)
+        if source is None:
+            rows[key] = None
+        else:
+            special = source if getattr(source, "bit", 0) else None
+            rows[key] = (spec.name, spec.bound, source.scale.numerator, source.scale.denominator, special)
+    return rows[key]
+
+
 def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Converted:
-    """Convert one read; every answered pair is reported to ``memo``, every unsupported one too."""
+    """Convert one read; every answered pair is reported to ``memo``, every unsupported one too.
+
+    Each value is ``raw × scale`` as :func:`~gpu_exporter.catalogue.spec.scaled` computes it (the
+    numerator, then the denominator), kept when :func:`~gpu_exporter.sanity.plausible` holds."""
     out = Converted()
+    rows = _ROWS.get(backend) or {}
+    remembered = memo.remembers_any()
     for entity, raws in reading.raw.items():
         values: dict[str, float] = {}
         kept: dict[str, float] = {}
+        uid = entity.uid
         for key, raw in raws.items():
-            spec = BY_KEY[key]
-            source = spec.source(backend)
-            if source is None:
+            row = rows[key] if key in rows else _row(backend, key)
+            if row is None:
                 continue
-            memo.answered(entity.uid, key)
-            value = source.value(raw)
-            if plausible(spec, raw, value):
+            if remembered:
+                memo.answered(uid, key)
+            name, bound, numerator, denominator, special = row
+            value = raw * numerator / denominator if special is None else special.value(raw)
+            if raw not in SENTINELS and not value < 0 and (bound is None or value <= bound):
                 values[key], kept[key] = value, raw
             else:
-                out.invalid[spec.name] = out.invalid.get(spec.name, 0) + 1
-                log.debug("%s %s: implausible raw value %r dropped", entity.uid, key, raw)
+                out.invalid[name] = out.invalid.get(name, 0) + 1
+                log.debug("%s %s: implausible raw value %r dropped", uid, key, raw)
         drop_inconsistent(values, out.invalid)
         out.values[entity] = values
-        out.raw[entity] = {key: raw for key, raw in kept.items() if key in values}
+        out.raw[entity] = kept if len(kept) == len(values) else {key: raw for key, raw in kept.items() if key in values}
     for entity, key, what in reading.unsupported:
         memo.unsupported(entity.uid, key, what)
     return out

@@ -43,6 +43,10 @@ class UnsupportedMemo:
         if first:
             log.info("%s: %s; asked again every %.0fs and after each rediscovery", uid, what, self._retry)
 
+    def remembers_any(self) -> bool:
+        """True while any pair is remembered as unsupported (else :meth:`answered` has nothing to do)."""
+        return bool(self._what)
+
     def answered(self, uid: str, key: str) -> None:
         """The pair gave a value: forget it, and say so if it had been logged as unsupported."""
         if (uid, key) not in self._what:

@@ -51,9 +51,10 @@ def _fixed_row(metric: FixedMetric, collector: str = "—") -> str:
 #: The labels an entity kind adds after the GPU's (or MIG instance's) own.
 _ENTITY_LABELS = {
     "process": ", `pid`, `process`, `user` (+ `pod_uid`, `slurm_job` where the process's cgroups say, "
-    "`namespace`, `pod`, `container` where the kubelet names the pod; on a MIG instance, its labels too)",
+    "`namespace`, `pod`, `container` where the kubelet or the API server names the pod; on a MIG instance, "
+    "its labels too)",
     "allocation": " (MIG: + the instance's labels), then per allocation `namespace`, `pod`, `container` "
-    "(Kubernetes), `slurm_job` or `hpc_job`",
+    "(Kubernetes; + `claim`, `claim_namespace` for a DRA ResourceClaim), `slurm_job` or `hpc_job`",
 }
 
 

@@ -26,6 +26,7 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -228,7 +229,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
         for target in targets:
             base = _base(compat, frame.host, device.identity, target)
             if item.spec is not None:
-                samples += _values(item, device, target, base)
+                samples += _values(item, device, target, base, options)
             elif item.field_id == _XID_FIELD and frame.events is not None:
                 samples.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
             elif item.field_id == _XID_COUNT and frame.events is not None:
@@ -238,7 +239,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 value = COMPOSED[item.field_id].value(device.samples, device.entity)
                 uid = target.uid if target is not None else device.entity.uid
                 if value is not None:
-                    samples.append((base + _pods(device).get(uid, []), value))
+                    samples.append((base + _pods(device, options).get(uid, []), value))
             elif item.field_id == _CLOCK_COUNT:
                 events = frame.windows.get(device.identity.uuid, ())
                 samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
@@ -262,13 +263,15 @@ def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:
     return result
 
 
-def _values(item: _Item, device: DeviceView, target: Entity | None, base: Labels) -> Iterable[tuple[Labels, float]]:
+def _values(
+    item: _Item, device: DeviceView, target: Entity | None, base: Labels, options: DcgmOptions
+) -> Iterable[tuple[Labels, float]]:
     """The item's value for the whole GPU (``target`` None) or for one GPU instance: the instance's
     own value where the catalogue has one per instance, else (as DCGM answers for a GPU instance)
     the whole GPU's; framebuffer fields only ever from the instance itself."""
     spec = item.spec
     assert spec is not None
-    pods = _pods(device)
+    pods = _pods(device, options)
     entity = device.entity
     if target is not None and "mig" in spec.entities:
         entity = target
@@ -279,22 +282,6 @@ def _values(item: _Item, device: DeviceView, target: Entity | None, base: Labels
         return
     uid = target.uid if target is not None else device.entity.uid
     yield base + pods.get(uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
-
-
-def _pods(device: DeviceView) -> dict[str, Labels]:
-    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``) for each GPU or
-    MIG instance allocated to exactly one pod container. A device several pods share (time-slicing)
-    gets none: copying its values to every pod would count them once per pod; the per-process series
-    say who uses what."""
-    by_parent: dict[str, list[dict[str, str]]] = {}
-    for entity in device.samples:
-        if entity.kind == "pod":
-            by_parent.setdefault(dict(entity.info).get("parent", ""), []).append(dict(entity.labels))
-    return {
-        parent: [("pod", own[0]["pod"]), ("namespace", own[0]["namespace"]), ("container", own[0]["container"])]
-        for parent, own in by_parent.items()
-        if len(own) == 1
-    }
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:

@@ -313,7 +313,18 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[DcgmOptio
 
 def with_remote_host(options: DcgmOptions, address: str, kubernetes: bool) -> DcgmOptions:
     """As dcgm-exporter with ``-r HOST:PORT`` and without ``-k``: the Hostname label is the remote
-    engine's host (its GPUs are that host's), not ``NODE_NAME`` or this host's name."""
+    engine's host (its GPUs are that host's), not ``NODE_NAME`` or this host's name. The pod-label
+    flags without ``-k`` get one warning each: there are no pods to label."""
+    if not kubernetes:
+        unused = [
+            f"{flag}: no pods are attributed without -k/--kubernetes; no {what} label"
+            for flag, what, on in (
+                ("--kubernetes-enable-pod-labels", "pod", options.pod_labels),
+                ("--kubernetes-enable-pod-uid", "uid", options.pod_uid),
+            )
+            if on
+        ]
+        options = replace(options, warnings=(*options.warnings, *unused))
     if not address or kubernetes:
         return options
     return replace(options, remote_host=address.rpartition(":")[0].strip("[]"))

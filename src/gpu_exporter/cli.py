@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for option in OPTIONS:
         envs = ", ".join(option.envs)
-        extra = {"nargs": "?", "const": "true"} if option.switch else {}
+        bare = "true" if option.switch else option.bare
+        extra = {"nargs": "?", "const": bare} if bare else {}
         parser.add_argument(
             option.flag,
             *option.aliases,

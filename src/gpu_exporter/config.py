@@ -35,6 +35,7 @@ class Settings:
     telemetry_path: str = "/metrics"
     collect_interval: float = 1.0
     backend: str = "auto"
+    simulate: str = ""  # a built-in scenario name or a scenario file; empty: real GPUs
     dcgm_address: str = ""
     collectors: frozenset[str] = DEFAULT_COLLECTORS
     log_level: str = "info"
@@ -166,6 +167,14 @@ def _optional_address(value: str) -> str:
     return _listen_address(value) if value else ""
 
 
+def _simulate(value: str) -> str:
+    """A built-in scenario name or a readable scenario file (checked now, so a typo exits 2)."""
+    from gpu_exporter.simulate.builtins import resolve
+
+    resolve(value)
+    return value
+
+
 def _boolean(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -181,7 +190,7 @@ class Option:
 
     ``aliases`` are further flags (dcgm-exporter's short ones), ``env_aliases`` further environment
     variables read after ours (dcgm-exporter's), ``switch`` makes the flag usable without a value
-    (meaning true).
+    (meaning true), ``bare`` is the value of a flag given without one (``--simulate``).
     """
 
     flag: str
@@ -193,6 +202,7 @@ class Option:
     aliases: tuple[str, ...] = ()
     env_aliases: tuple[str, ...] = ()
     switch: bool = False
+    bare: str = ""
 
     @property
     def env(self) -> str:
@@ -217,6 +227,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--backend", "backend", ("backend",), _choice("auto", "dcgm", "nvml"),
            "GPU library: auto (DCGM when it can be imported and initialised, else NVML), dcgm or nvml "
            "(default auto).", "NAME"),
+    Option("--simulate", "simulate", ("simulate",), _simulate,
+           "Serve a simulated GPU host instead of reading GPUs (no driver needed, every output marked "
+           "simulated): a built-in scenario (default, mig, old-gpu, lost-gpu; the flag alone is default) or "
+           "a scenario file in the test fake's format (default: off).", "NAME|FILE", bare="default"),
     Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
            "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
            "then an embedded one.", "HOST:PORT",
@@ -367,6 +381,19 @@ def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
+def _simulation(values: dict[str, Any]) -> None:
+    """--simulate reads no GPU library: it is its own backend; a built-in's processes get the
+    simulated /proc shipped with it unless --path.procfs is given."""
+    from gpu_exporter.simulate.builtins import procfs_of
+
+    if values.get("backend", "auto") not in ("auto", "simulate"):
+        raise ConfigError(f"--simulate and --backend={values['backend']} exclude each other: drop one of them")
+    values["backend"] = "simulate"
+    procfs = procfs_of(values["simulate"])
+    if procfs and "procfs" not in values:
+        values["procfs"] = procfs
+
+
 def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], env: Mapping[str, str]) -> Settings:
     """Merge flag values (by Settings field; None = not given), collector flags, environment and file."""
     config_file = flags.get("config_file") or env.get(CONFIG_FILE_ENV, "")
@@ -409,6 +436,8 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
     values["dcgm_exporter"] = with_remote_host(
         values["dcgm_exporter"], values.get("dcgm_address", ""), values.get("kubernetes", False)
     )
+    if values.get("simulate"):
+        _simulation(values)
     if values.get("collectors_file") and "metric_names" not in values:
         values["metric_names"] = "dcgm-exporter"  # a counters file is a dcgm-exporter drop-in
     return Settings(**values)

@@ -58,8 +58,25 @@ def _dcgm(settings: Settings) -> Choice:
     return Choice(backend, mode)
 
 
+def _simulate(settings: Settings) -> Choice:
+    """The ordinary NVML backend over the simulated NVML library of ``--simulate`` (installed into
+    pynvml, so no ``libnvidia-ml.so.1`` is loaded). It reads the catalogue's NVML sources, so it is
+    named ``nvml``; the reason (gpu_exporter_backend_info) says it is simulated."""
+    from gpu_exporter.backends.nvml import NvmlBackend
+    from gpu_exporter.simulate import install
+    from gpu_exporter.simulate.builtins import reason, resolve
+
+    try:
+        install(resolve(settings.simulate))
+    except ValueError as err:  # the file went away since the settings were checked
+        raise Unsuitable("simulate_failed", "the scenario cannot be read", f"--simulate: use {err}") from err
+    return Choice(NvmlBackend(), reason(settings.simulate))
+
+
 #: Name → factory. ``auto`` tries them in this order and takes the first that can be used.
 FACTORIES: dict[str, Callable[[Settings], Choice]] = {"dcgm": _dcgm, "nvml": _nvml}
+#: Backends only ever chosen explicitly (``--simulate`` sets backend "simulate"), never by ``auto``.
+EXPLICIT: dict[str, Callable[[Settings], Choice]] = {"simulate": _simulate}
 #: The names ``--backend`` accepts.
 NAMES: tuple[str, ...] = ("auto", *FACTORIES)
 
@@ -73,6 +90,12 @@ def select(settings: Settings) -> tuple[Backend, str]:
     NVML, with the reason DCGM was passed over logged once and kept for gpu_exporter_backend_info.
     """
     name = settings.backend
+    if name in EXPLICIT:
+        try:
+            choice = EXPLICIT[name](settings)
+        except Unsuitable as err:
+            raise BackendUnavailable(err.reason, str(err)) from err
+        return choice.backend, choice.reason
     if name != "auto":
         try:
             choice = FACTORIES[name](settings)

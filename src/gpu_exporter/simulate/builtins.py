@@ -12,16 +12,33 @@ from gpu_exporter.simulate.scenario import parse
 BUILTINS: dict[str, str] = {
     "default": "8 H100-class GPUs under varied, moving load; one hot and throttled, an Xid every few minutes, "
     "one GPU shared by processes of two users",
-    "mig": "2 A100 GPUs, one split into MIG instances with processes in them",
+    "mig": "an A100 split into three MIG instances, two of them running a process",
     "old-gpu": "an old driver and GPU: many calls not supported, some functions missing",
     "lost-gpu": "4 GPUs, one of which falls off the bus (Xid 79) after 30 seconds",
 }
 MAX_BYTES = 1 << 20
+#: How the backend's reason (gpu_exporter_backend_info{reason}) starts on a simulated host; the
+#: status page and ``snapshot`` show their banner when it does.
+SIMULATED = "simulated: "
 
 
 def builtin_path(name: str) -> str:
     """The installed file of a built-in scenario."""
     return str(resources.files("gpu_exporter.simulate") / "scenarios" / f"{name}.scn")
+
+
+def procfs_of(value: str) -> str:
+    """The simulated ``/proc`` shipped with a built-in (its processes' names, owners and cgroups),
+    or "" where there is none (a scenario file's pids are looked up in the real ``/proc``)."""
+    if value not in BUILTINS:
+        return ""
+    tree = resources.files("gpu_exporter.simulate") / "scenarios" / f"{value}.proc"
+    return str(tree) if tree.is_dir() else ""
+
+
+def reason(value: str) -> str:
+    """The backend reason of ``--simulate VALUE``: says plainly that no GPU is read."""
+    return f"{SIMULATED}--simulate {value}; no GPU is read, every value comes from the scenario"
 
 
 def resolve(value: str) -> str:

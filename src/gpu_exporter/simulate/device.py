@@ -330,9 +330,14 @@ def max_clock_info(c: Call, kind: Any, out: Any) -> int:
     return _clock(c, "max_clock", kind, out)
 
 
+@device("nvmlDeviceGetApplicationsClock")
+def applications_clock(c: Call, kind: Any, out: Any) -> int:
+    return _clock(c, "app_clock", kind, out)
+
+
 @device("nvmlDeviceGetClock")
 def clock(c: Call, kind: Any, clock_id: Any, out: Any) -> int:
-    family = {0: "clock", 3: "max_clock"}.get(abi.number(clock_id))  # CURRENT, CUSTOMER_BOOST_MAX
+    family = {0: "clock", 1: "app_clock", 3: "max_clock"}.get(abi.number(clock_id))  # CURRENT, APP_CLOCK_TARGET, …
     return errors.NOT_SUPPORTED if family is None else _clock(c, family, kind, out)
 
 
@@ -359,6 +364,12 @@ def persistence(c: Call, out: Any) -> int:
 @device("nvmlDeviceGetComputeMode")
 def compute_mode(c: Call, out: Any) -> int:
     return c.out(out, "compute_mode")
+
+
+@device("nvmlDeviceGetVirtualizationMode")
+def virtualization_mode(c: Call, out: Any) -> int:
+    """The ``NVML_GPU_VIRTUALIZATION_MODE_*`` number."""
+    return c.out(out, "virtualization_mode")
 
 
 @device("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -426,8 +437,9 @@ def ecc_mode(c: Call, current: Any, pending: Any) -> int:
     value = c.u64("ecc.mode")
     if value is None:
         return errors.NOT_SUPPORTED
+    after_reboot = c.u64("ecc.pending")  # absent: no change pending
     abi.put(current, 1 if value else 0)
-    return abi.put(pending, 1 if value else 0)
+    return abi.put(pending, 1 if (value if after_reboot is None else after_reboot) else 0)
 
 
 @device("nvmlDeviceGetTotalEccErrors")

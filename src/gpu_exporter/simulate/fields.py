@@ -26,6 +26,7 @@ CALL_FIELDS: dict[int, tuple[str, str, bool, bool]] = {
     188: ("power.max_limit", "nvmlDeviceGetPowerManagementLimitConstraints", False, True),
     189: ("power.default_limit", "nvmlDeviceGetPowerManagementDefaultLimit", False, True),
     190: ("power.enforced_limit", "nvmlDeviceGetEnforcedPowerLimit", False, True),  # POWER_CURRENT_LIMIT
+    192: ("power.limit", "nvmlDeviceGetPowerManagementLimit", False, True),  # POWER_REQUESTED_LIMIT
     83: ("energy", "nvmlDeviceGetTotalEnergyConsumption", False, False),  # TOTAL_ENERGY_CONSUMPTION
     191: ("energy", "nvmlDeviceGetTotalEnergyConsumption", False, False),  # ENERGY
     94: ("pcie.replay_counter", "nvmlDeviceGetPcieReplayCounter", False, False),
@@ -44,11 +45,16 @@ CALL_FIELDS: dict[int, tuple[str, str, bool, bool]] = {
     78: ("violation.low_util", "nvmlDeviceGetViolationStatus", False, False),
     79: ("violation.reliability", "nvmlDeviceGetViolationStatus", False, False),
 }
-MEMORY_TEMP, LINK_COUNT, GET_STATE = 82, 91, 165
+MEMORY_TEMP, LINK_COUNT, GET_STATE, ECC_PENDING = 82, 91, 165, 2
 REMAPPED = {142: 0, 143: 1, 144: 2, 145: 3}  # COR, UNC, PENDING, FAILURE
 THROUGHPUT = {138: "tx", 140: "tx", 139: "rx", 141: "rx"}  # DATA_TX, RAW_TX, DATA_RX, RAW_RX (no overhead)
 #: per-lane NVLink error fields: (L0 id, L6 id, TOTAL id, key)
-NVLINK_RUNS = ((39, 102, 45, "crc_errors"), (46, 108, 52, "replay_errors"), (53, 114, 59, "recovery_errors"))
+NVLINK_RUNS = (
+    (32, 96, 38, "crc_flit_errors"),
+    (39, 102, 45, "crc_errors"),
+    (46, 108, 52, "replay_errors"),
+    (53, 114, 59, "recovery_errors"),
+)
 
 
 def _unknown(c: Call, field_id: int) -> bool:
@@ -101,6 +107,13 @@ def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, int]:
             return code or errors.NOT_SUPPORTED, ULL, 0
         value = int(value != 0) if flag else value
         return errors.SUCCESS, UINT if uint else ULL, value
+    if field_id == ECC_PENDING:  # ecc.pending, else ecc.mode (no change pending), as the call
+        code = c.entry_fault("nvmlDeviceGetEccMode")
+        if code != errors.SUCCESS:
+            return code, ULL, 0
+        mode = c.u64("ecc.pending")
+        mode = c.u64("ecc.mode") if mode is None else mode
+        return (errors.NOT_SUPPORTED, ULL, 0) if mode is None else (errors.SUCCESS, UINT, int(mode != 0))
     if field_id == MEMORY_TEMP:
         value = ABSURD_TEMPERATURE if is_absurd else c.u64("temperature.memory")
         return (errors.NOT_SUPPORTED, UINT, 0) if value is None else (errors.SUCCESS, UINT, value)

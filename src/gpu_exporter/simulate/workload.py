@@ -176,7 +176,8 @@ def nvlink_state(c: Call, link: Any, out: Any) -> int:
     return errors.NOT_SUPPORTED if state is None else abi.put(out, 1 if state else 0)
 
 
-NVLINK_COUNTERS = {0: "replay_errors", 1: "recovery_errors", 3: "crc_errors"}  # DL_REPLAY, DL_RECOVERY, DL_CRC_DATA
+#: DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA
+NVLINK_COUNTERS = {0: "replay_errors", 1: "recovery_errors", 2: "crc_flit_errors", 3: "crc_errors"}
 
 
 @device("nvmlDeviceGetNvLinkErrorCounter")

@@ -138,6 +138,13 @@ def doctor_command(argv: Sequence[str], parse_settings: ParseSettings) -> int:
     except ConfigError as err:
         print(f"gpu-exporter doctor: error: {err}", file=sys.stderr)
         return USAGE_ERROR
+    if settings.simulate:
+        print(
+            "gpu-exporter doctor: error: doctor checks this host's driver and GPUs, and --simulate reads neither; "
+            "run it without --simulate (gpu-exporter snapshot --simulate shows the simulated host)",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     setup("error" if settings.log_level == "info" else settings.log_level, settings.log_format)
     return doctor.main(settings, ours.json, Path(ours.dev))
 

@@ -36,7 +36,8 @@ table{width:100%;border-collapse:collapse;font-size:.8rem;margin-top:.3rem}td,th
 th{color:var(--muted);font-weight:normal}.spark{display:flex;gap:.4rem;margin-top:.3rem}
 .spark figure{margin:0;flex:1}.spark figcaption{font-size:.7rem;color:var(--muted)}
 svg{width:100%;height:28px}polyline{fill:none;stroke:var(--line);stroke-width:1.5}
-.tag{color:var(--warn)}footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
+.tag{color:var(--warn)}.simulated{background:var(--warn);color:#000;font-weight:700;padding:.3rem .6rem;
+border-radius:4px;margin:0 0 .5rem}footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
 """
 
 _SCRIPT = """
@@ -182,6 +183,13 @@ def cards_html(status: dict[str, Any]) -> str:
     return "".join(card_html(card) for card in status["gpus"])
 
 
+def _simulated(status: dict[str, Any]) -> str:
+    """The banner of a ``--simulate`` host: nothing on the page comes from a GPU."""
+    if not status.get("simulated"):
+        return ""
+    return f"<p class='simulated' role='alert'>SIMULATED host: {_e(status['simulated'])}</p>"
+
+
 def page(status: dict[str, Any], metrics_path: str) -> str:
     """The whole document."""
     state = "up" if status["backend_up"] else f"down ({status['backend_reason']})"
@@ -195,7 +203,7 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>{_e(status['hostname'])} · gpu-exporter</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
+        f"{_simulated(status)}<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
         f"<p>Backend {_e(status['backend'])}, {_e(state)} · driver {_e(status['driver_version'] or 'unknown')}"
         f" · CUDA {_e(status['cuda_version'] or 'unknown')} · sampling every {float(status['interval_seconds']):g}s"
         f" · <span class='tag'>{_e(summary)}</span></p></header>"

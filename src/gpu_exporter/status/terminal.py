@@ -42,6 +42,8 @@ def render(status: dict[str, Any], color: bool = False) -> str:
         f"driver {_clean(status['driver_version'] or '?')}  CUDA {_clean(status['cuda_version'] or '?')}  "
         f"backend {_clean(status['backend'])}{state}"
     ]
+    if status.get("simulated"):
+        lines.insert(0, paint(_YELLOW, f"SIMULATED host: {_clean(status['simulated'])}"))
     if not status["gpus"]:
         lines.append("no GPU found")
     for card in status["gpus"]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES
 from gpu_exporter.model import Entity
+from gpu_exporter.simulate.builtins import SIMULATED
 from gpu_exporter.snapshot import DeviceView, Snapshot
 
 Card = dict[str, Any]
@@ -241,6 +242,10 @@ def status(
         "backend": stats.backend,
         "backend_up": stats.backend_up,
         "backend_reason": stats.backend_reason,
+        # --simulate: what is simulated (no GPU is read), else None
+        "simulated": stats.backend_reason.removeprefix(SIMULATED)
+        if stats.backend_reason.startswith(SIMULATED)
+        else None,
         "driver_version": snapshot.host.driver_version or None,
         "cuda_version": snapshot.host.cuda_version or None,
         "interval_seconds": stats.interval_seconds,

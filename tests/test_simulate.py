@@ -1,0 +1,230 @@
+"""``--simulate``: the real exporter as a process with no fake library anywhere (empty
+LD_LIBRARY_PATH, no FAKE_NVML_* variables), scraped over HTTP: each built-in scenario serves what it
+promises, a scenario file (re-read when it changes), bad input, the simulated marks on every output,
+and parity with the C fake: the same time-independent scenario gives the same exposition through
+both (this is what keeps the two implementations of the scenario format in step)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import REPO, SCENARIOS, Exporter, samples, stable, start, value
+
+NO_FAKE = {"LD_LIBRARY_PATH": ""}
+COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
+BUILTIN = REPO / "src" / "gpu_exporter" / "simulate" / "scenarios"
+
+
+def simulate(tmp_path: Path, scenario: str, *args: str) -> Exporter:
+    return start(None, None, tmp_path, "--simulate", scenario, *args, env=NO_FAKE)
+
+
+def _gpus(parsed: dict[str, dict[frozenset[tuple[str, str]], float]], metric: str) -> dict[str, float]:
+    return {
+        dict(labels)["gpu"]: v for labels, v in parsed.get(metric, {}).items() if "gpu_instance" not in dict(labels)
+    }
+
+
+def test_default_is_eight_busy_h100s_marked_simulated(tmp_path: Path) -> None:
+    exporter = start(None, None, tmp_path, "--simulate", env=NO_FAKE)  # the flag alone: default
+    try:
+        first = samples(exporter.metrics())
+        time.sleep(2.5)
+        second = samples(exporter.metrics())
+        page = exporter.get("/").text
+        api = exporter.get("/api/v1/status").json()
+    finally:
+        exporter.stop()
+    assert _gpus(first, "gpu_up") == {str(i): 1.0 for i in range(8)}
+    [(labels, _)] = first["gpu_exporter_backend_info"].items()
+    assert dict(labels)["reason"].startswith("simulated: --simulate default; no GPU is read")
+    # the load moves: GPU 5 seesaws every second (92, 4, 88, 3, 95, 6 %), so reads 1.5 s or more apart differ
+    assert _gpus(first, "gpu_utilization_ratio")["5"] != _gpus(second, "gpu_utilization_ratio")["5"]
+    # GPU 3 is hot and throttled (power cap and HW thermal slowdown)
+    assert value(first, "gpu_temperature_celsius", gpu="3") >= 86  # type: ignore[operator]
+    assert value(first, "gpu_clock_event_active", gpu="3", reason="power_cap") == 1
+    assert value(first, "gpu_clock_event_active", gpu="3", reason="hw_thermal") == 1
+    # GPU 2 is shared by processes of two users (the simulated /proc shipped with the scenario)
+    shared = [dict(labels) for labels in first["gpu_processes"] if dict(labels)["gpu"] == "2"]
+    assert {p["process"] for p in shared} == {"python3", "ipykernel"} and len({p["user"] for p in shared}) == 2
+    assert "SIMULATED host: --simulate default" in page
+    assert api["simulated"].startswith("--simulate default") and len(api["gpus"]) == 8
+
+
+def test_default_sends_an_xid_every_four_minutes_and_the_library_delivers_it(tmp_path: Path) -> None:
+    """Waiting minutes is not a test: the scenario's Xid list is checked, and the simulated library
+    (the same code the exporter runs) delivers the first one once its time has come."""
+    text = (BUILTIN / "default.scn").read_text()
+    [line] = [line for line in text.splitlines() if ".xid = " in line]
+    assert line.startswith("gpu6.xid = ")
+    times = [float(item.split("@")[1]) for item in line.split("=", 1)[1].split(",")]
+    assert times[0] < 60 and {round(b - a) for a, b in zip(times, times[1:], strict=False)} == {240}
+    code = """
+import time, pynvml as n
+from gpu_exporter.simulate import install
+from gpu_exporter.simulate.builtins import resolve
+lib = install(resolve("default")); n.nvmlInit()
+lib.t0 -= 50  # 50 s since init
+s = n.nvmlEventSetCreate(); h = n.nvmlDeviceGetHandleByIndex(6)
+n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, s)
+e = n.nvmlEventSetWait_v2(s, 1000)
+print(e.eventData, n.nvmlDeviceGetIndex(e.device))
+"""
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **NO_FAKE}, capture_output=True,
+                         text=True, timeout=30, check=True)  # fmt: skip
+    assert out.stdout.split() == ["13", "6"]
+
+
+def test_mig_and_old_gpu_builtins(tmp_path: Path) -> None:
+    exporter = simulate(tmp_path, "mig")
+    try:
+        mig = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    assert {dict(labels)["profile"] for labels in mig["gpu_mig_info"]} == {"3g.20gb", "2g.10gb", "1g.5gb"}
+    assert {dict(labels)["gpu_instance"] for labels in mig["gpu_processes"]} == {"1", "5"}
+    exporter = simulate(tmp_path, "old-gpu")
+    try:
+        old = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    assert _gpus(old, "gpu_up") == {"0": 1.0}
+    assert "gpu_energy_joules_total" not in old  # not supported on that driver: absent, not 0
+    [(labels, _)] = old["gpu_info"].items()
+    assert dict(labels)["name"] == "Tesla K80"
+
+
+def test_lost_gpu_builtin_loses_gpu_2_after_an_xid_79(tmp_path: Path) -> None:
+    """The built-in with its 28 s / 30 s shifted to 1 s / 3 s, so the test need not wait half a minute."""
+    text = (BUILTIN / "lost-gpu.scn").read_text()
+    assert "gpu2.xid = 79@28" in text and "gpu2.lost_after = 30" in text
+    scenario = tmp_path / "lost.scn"
+    scenario.write_text(text.replace("79@28", "79@1").replace("lost_after = 30", "lost_after = 3"))
+    exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
+    xids = set()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            parsed = samples(exporter.metrics())
+            xids.add(value(parsed, "gpu_xid_errors_total", gpu="2", xid="79"))
+            if _gpus(parsed, "gpu_up").get("2") == 0:
+                break
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    assert _gpus(parsed, "gpu_up") == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 1.0}
+    assert 1 in xids  # counted while GPU 2 still answered; a lost GPU keeps only gpu_up
+
+
+def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
+    scenario = tmp_path / "host.scn"
+    scenario.write_text("gpu0.name = Simulated GPU\ngpu0.temperature.gpu = 40\n")
+    exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
+    try:
+        assert value(samples(exporter.metrics()), "gpu_temperature_celsius", gpu="0") == 40
+        (tmp_path / "next.scn").write_text("gpu0.name = Simulated GPU\ngpu0.temperature.gpu = 77\n")
+        os.replace(tmp_path / "next.scn", scenario)
+        deadline = time.monotonic() + 10
+        while value(samples(exporter.metrics()), "gpu_temperature_celsius", gpu="0") != 77:
+            assert time.monotonic() < deadline, "the rewritten scenario was not read again"
+            time.sleep(0.2)
+    finally:
+        exporter.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--simulate", "nope"], "--simulate='nope' is not allowed: use a built-in scenario (default, mig, "),
+        (["--simulate", "/etc/hostname"], "line 1 has no '='"),
+        (["--simulate", "--backend", "dcgm"], "--simulate and --backend=dcgm exclude each other"),
+        (["snapshot", "--simulate", "nope"], "is not allowed: use a built-in scenario"),
+        (["doctor", "--simulate"], "run it without --simulate"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gpu_exporter", *args], env={**os.environ, **NO_FAKE},
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_snapshot_says_simulated(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--simulate", "--no-color"]
+    env = {**os.environ, **NO_FAKE}
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "SIMULATED host: --simulate default; no GPU is read, every value comes from the scenario"
+    assert sum(1 for line in lines if re.match(r"\[\d\] NVIDIA H100 80GB HBM3 ", line)) == 8
+    assert "! throttled: power cap, HW thermal slowdown" in proc.stdout
+
+
+PARITY = {
+    "h100x4": ("h100x4", ()),
+    "h100x4-dcgm-exporter": ("h100x4", ("-f", COUNTERS)),
+    "mig": ("mig", ()),
+    "old_gpu": ("old_gpu", ()),
+}
+_REASON = re.compile(r'^(gpu_exporter_backend_info\{backend="nvml",reason=")[^"]*(".*)$', re.MULTILINE)
+
+
+def _one_cycle(fakenvml_dir: Path | None, tmp_path: Path, scenario: Path, flags: tuple[str, ...]) -> str:
+    if fakenvml_dir is None:
+        exporter = start(None, None, tmp_path, "--simulate", str(scenario), "--collect-interval", "1h", *flags,
+                         env={**NO_FAKE, "NODE_NAME": "parity-node"})  # fmt: skip
+    else:
+        exporter = start(fakenvml_dir, scenario, tmp_path, "--backend", "nvml", "--collect-interval", "1h", *flags,
+                         env={"NODE_NAME": "parity-node"})  # fmt: skip
+    try:
+        return _REASON.sub(r"\1<reason>\2", stable(exporter.metrics()))
+    finally:
+        exporter.stop()
+
+
+@pytest.mark.parametrize("name", tuple(PARITY))
+def test_parity_with_the_c_fake(fakenvml_dir: Path, tmp_path: Path, name: str) -> None:
+    scenario, flags = PARITY[name]
+    fake = _one_cycle(fakenvml_dir, tmp_path, SCENARIOS / f"{scenario}.scn", flags)
+    simulated = _one_cycle(None, tmp_path, SCENARIOS / f"{scenario}.scn", flags)
+    assert simulated == fake
+
+
+def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
+    """pyproject's package data: every built-in and its /proc tree is in the wheel."""
+    try:
+        import setuptools  # noqa: F401  # the build backend, needed to build the wheel here
+    except ImportError:
+        pytest.skip("setuptools is not installed in this environment")
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
+    proc = subprocess.run([*command, str(REPO)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    [wheel] = tmp_path.glob("gpu_exporter-*.whl")
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for scenario in ("default", "mig", "old-gpu", "lost-gpu"):
+        assert f"gpu_exporter/simulate/scenarios/{scenario}.scn" in names
+    assert "gpu_exporter/simulate/scenarios/default.proc/5202/status" in names
+
+
+def test_status_page_banner_escapes(tmp_path: Path) -> None:
+    exporter = simulate(tmp_path, "old-gpu")
+    try:
+        page = exporter.get("/").text
+        fragment = exporter.get("/?fragment=cards")
+    finally:
+        exporter.stop()
+    assert "<p class='simulated' role='alert'>SIMULATED host: --simulate old-gpu; no GPU is read" in page
+    assert fragment.status_code == 200
+
+
+assert httpx  # the harness's HTTP client

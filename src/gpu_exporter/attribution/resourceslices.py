@@ -59,7 +59,7 @@ def _attributes(device: dict[str, Any], driver: str, where: str) -> dict[str, st
     basic = device.get("basic")
     raw = device.get("attributes") if basic is None else _object(basic, f"{where}.basic").get("attributes")
     found: dict[str, str] = {}
-    for key, value in _object(raw or {}, f"{where}.attributes").items():
+    for key, value in _object({} if raw is None else raw, f"{where}.attributes").items():
         domain, _, name = str(key).rpartition("/")
         if domain not in ("", driver) or not isinstance(value, dict):
             continue
@@ -85,7 +85,8 @@ def parse(items: Iterable[object], drivers: frozenset[str]) -> Devices:
         generation = pool.get("generation", 0)
         if not isinstance(generation, int):
             raise Failure("malformed", f"{where}.pool.generation is not an integer")
-        devices = spec.get("devices") or []
+        devices = spec.get("devices")
+        devices = [] if devices is None else devices
         if not isinstance(devices, list):
             raise Failure("malformed", f"{where}.devices is not a list")
         newest[(driver, name)] = max(generation, newest.get((driver, name), generation))

@@ -230,7 +230,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--simulate", "simulate", ("simulate",), _simulate,
            "Serve a simulated GPU host instead of reading GPUs (no driver needed, every output marked "
            "simulated): a built-in scenario (default, mig, old-gpu, lost-gpu; the flag alone is default) or "
-           "a scenario file in the test fake's format (default: off).", "NAME|FILE", bare="default"),
+           "a scenario file in the test fake's format (default: off).", "SCENARIO", bare="default"),
     Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
            "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
            "then an embedded one.", "HOST:PORT",

@@ -1,7 +1,8 @@
 """Keep the alert rules in step with the shared Xid table, and write customised copies of them.
 
     python alerts/generate.py [sync]   rewrite the generated parts in place: the GPUXidError code lists
-                                       in gpu-alerts.rules.yml and the Xid table in the runbook
+                                       in gpu-alerts.rules.yml, the Xid table and group code lists in
+                                       the runbook
     python alerts/generate.py check    exit 1 when those parts are stale (a test runs this)
     python alerts/generate.py render [--job NAME] [--runbook-base URL] [--threshold NAME=VALUE]...
                                      [--for ALERT=DURATION]... [--severity ALERT=LEVEL]... [-o FILE]
@@ -37,6 +38,7 @@ FOR = re.compile(r"^(?P<indent>\s*)for: \S+(?P<rest>.*)$")
 SEVERITY = re.compile(r"^(?P<indent>\s*)severity: \S+(?P<rest>.*)$")
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 TABLE_START, TABLE_END = "<!-- generated:xid-table -->", "<!-- end:xid-table -->"
+GROUP_LIST = re.compile(r"(?P<open><!-- xids:(?P<group>[a-z]+) -->).*?(?P<close><!-- /xids -->)")
 
 
 class UsageError(Exception):
@@ -74,17 +76,31 @@ def sync_rules(text: str) -> str:
 
 
 def xid_table() -> str:
-    """The runbook's table of known Xid codes, from the shared table."""
+    """The runbook's table of every Xid code, from the shared table."""
     from gpu_exporter.catalogue import XID_CODES
 
-    rows = ["| Xid | Severity | Meaning |", "|---|---|---|"]
-    rows += [f"| {code} | {xid.severity} | {xid.description} |" for code, xid in sorted(XID_CODES.items())]
+    rows = ["| Xid | Severity | Meaning | First action | Starts at 0 |", "|---|---|---|---|---|"]
+    rows += [
+        f"| {code} | {xid.severity} | {xid.description} | {xid.action} | {'yes' if xid.precreated else ''} |"
+        for code, xid in sorted(XID_CODES.items())
+    ]
     return "\n".join(rows)
 
 
+def group_codes(group: str) -> str:
+    """The codes of one runbook group, as a comma-separated list."""
+    from gpu_exporter.catalogue import XID_CODES
+
+    if group not in {xid.group for xid in XID_CODES.values()}:
+        raise ValueError(f"runbook names Xid group {group!r}, which the Xid table does not have")
+    return ", ".join(str(code) for code, xid in sorted(XID_CODES.items()) if xid.group == group)
+
+
 def sync_runbook(text: str) -> str:
+    """The runbook with its generated table and every ``<!-- xids:GROUP -->`` code list rewritten."""
     start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
-    return text[:start] + "\n" + xid_table() + "\n" + text[end:]
+    text = text[:start] + "\n" + xid_table() + "\n" + text[end:]
+    return GROUP_LIST.sub(lambda m: f"{m['open']}{group_codes(m['group'])}{m['close']}", text)
 
 
 def stale() -> list[Path]:

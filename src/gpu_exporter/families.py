@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import HostIdentity
-from gpu_exporter.catalogue import FIXED, XID_CODES, MetricSpec
+from gpu_exporter.catalogue import FIXED, PRECREATED_XIDS, MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.snapshot import DeviceView, Samples, SelfStats
@@ -99,8 +99,8 @@ def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric
 
 
 def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
-    """Xid counters (every code of the Xid table starts at 0, so the first Xid after start is an
-    increase, not a new series), the last Xid time, and ECC event counters, for GPUs that are up."""
+    """Xid counters (the Xid table's alerting subset starts at 0, so the first such Xid after start
+    is an increase, not a new series), the last Xid time, and ECC event counters, for GPUs that are up."""
     xids, last, ecc = (
         _fixed("gpu_xid_errors_total"),
         _fixed("gpu_xid_last_timestamp_seconds"),
@@ -111,7 +111,7 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
             continue
         base = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
         tally = events.get(device.identity.uuid, XidTally())
-        for code in sorted(set(XID_CODES) | set(tally.xid)):
+        for code in sorted(set(PRECREATED_XIDS) | set(tally.xid)):
             _add(xids, {**base, "xid": str(code)}, tally.xid.get(code, 0))
         if tally.last_xid_at is not None:
             _add(last, base, tally.last_xid_at)

@@ -2,7 +2,7 @@
 
 Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`, :mod:`.modes`, :mod:`.fabric`,
 :mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
-the metrics without a vendor source (identity, events, self-metrics, the Xid table) :mod:`.fixed`.
+the metrics without a vendor source (identity, events, self-metrics) :mod:`.fixed`, the Xid table :mod:`.xids`.
 Backends, the pipeline, the exposition, the README's metric table and the tests all read this
 table; nothing else names a metric.
 """
@@ -17,8 +17,6 @@ from gpu_exporter.catalogue.fixed import (
     IDENTITY_METRICS,
     SELF_METRICS,
     SWITCH_FIXED_METRICS,
-    XID_CODES,
-    Xid,
 )
 from gpu_exporter.catalogue.spec import (
     KIB,
@@ -52,6 +50,7 @@ from gpu_exporter.catalogue.vocabulary import (
     UNIT_SUFFIXES,
     VIOLATION_POLICIES,
 )
+from gpu_exporter.catalogue.xids import PRECREATED_XIDS, XID_CODES, Xid
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
 METRICS: tuple[MetricSpec, ...] = (
@@ -98,7 +97,8 @@ __all__ = [
     "ALL_METRICS", "BY_KEY", "CLOCK_EVENT_REASONS", "COLLECTORS", "DEFAULT_COLLECTORS", "DEFAULT_OFF",
     "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB", "LINK_LABEL",
     "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
-    "NVSWITCH_PORT_ERRORS", "ONE", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS", "SWITCH_METRICS",
+    "NVSWITCH_PORT_ERRORS", "ONE", "PRECREATED_XIDS", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS",
+    "SWITCH_METRICS",
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
     "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",

@@ -1,10 +1,7 @@
-"""Metrics with no vendor source (identity, per-GPU state, events, the exporter's self-metrics) and
-the Xid table shared by the exporter, the alert rules and the status page."""
+"""Metrics with no vendor source (identity, per-GPU state, events, the exporter's self-metrics); the
+Xid table they count by is :mod:`.xids`."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Literal
 
 from gpu_exporter.catalogue.spec import FixedMetric
 from gpu_exporter.catalogue.vocabulary import DEVICE_LABELS, INFO_LABELS, MIG_INFO_LABELS
@@ -33,8 +30,8 @@ EVENT_METRICS: tuple[FixedMetric, ...] = (
         "counter",
         "",
         (*DEVICE_LABELS, "xid"),
-        "Xid errors reported by the driver since the exporter started, by Xid code (codes of the Xid table "
-        "start at 0). Source: NVML nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
+        "Xid errors reported by the driver since the exporter started, by Xid code (the Xid table's alerting "
+        "subset starts at 0). Source: NVML nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
     ),
     FixedMetric(
         "gpu_xid_last_timestamp_seconds",
@@ -178,40 +175,3 @@ SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (
 FIXED: dict[str, FixedMetric] = {
     metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
 }
-
-
-@dataclass(frozen=True)
-class Xid:
-    """What an Xid code means, in a few words, and how urgent it is (critical, warning or info)."""
-
-    description: str
-    severity: Literal["critical", "warning", "info"]
-
-
-#: Known Xid codes: shared by the exporter (pre-created zero counters), the alert rules and the
-#: status page. Descriptions are ours, summarising NVIDIA's Xid catalogue.
-XID_CODES: dict[int, Xid] = {
-    13: Xid("graphics engine exception: usually an application fault such as an out-of-range access", "warning"),
-    31: Xid("GPU memory page fault: usually an application bug, sometimes a driver bug", "warning"),
-    32: Xid("invalid or corrupted push buffer stream (PCIe or driver trouble)", "warning"),
-    38: Xid("driver firmware error", "critical"),
-    43: Xid("GPU stopped processing: the application's context was reset", "warning"),
-    45: Xid("preemptive cleanup after earlier errors: a process was terminated", "info"),
-    48: Xid("double-bit (uncorrectable) ECC error", "critical"),
-    61: Xid("internal micro-controller breakpoint or warning", "warning"),
-    62: Xid("internal micro-controller halt", "critical"),
-    63: Xid("ECC page retirement or row remapping recorded", "warning"),
-    64: Xid("ECC page retirement or row remapping failed", "critical"),
-    74: Xid("NVLink error", "critical"),
-    79: Xid("GPU has fallen off the bus", "critical"),
-    92: Xid("high single-bit ECC error rate", "warning"),
-    94: Xid("contained ECC error: the affected application was stopped", "warning"),
-    95: Xid("uncontained ECC error: every application on the GPU is affected, reset needed", "critical"),
-    109: Xid("context switch timeout", "warning"),
-    119: Xid("GSP firmware RPC timeout", "critical"),
-    120: Xid("GSP firmware error", "critical"),
-    140: Xid("unrecovered ECC error", "critical"),
-    154: Xid("GPU recovery action changed: the GPU needs a reset or node reboot", "critical"),
-}
-
-#: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).

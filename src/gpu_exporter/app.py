@@ -122,7 +122,7 @@ def create_app(
         snapshot = sampler().snapshot
         history.record(snapshot)
         age = max(0.0, time.monotonic() - snapshot.taken_at)
-        return status(snapshot, hostname, age, history.last_xids, history.of)
+        return status(snapshot, hostname, age, history.of)
 
     async def landing(request: Request) -> Response:
         headers = {"Cache-Control": "no-store"}

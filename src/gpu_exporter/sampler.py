@@ -396,4 +396,4 @@ class Sampler:
             wall_time=self._wall(),
             fabric=fabric,
         )
-        return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame))
+        return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame), frame.events)

@@ -178,13 +178,16 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One sampling cycle: ``taken_at`` is monotonic seconds, ``host`` and ``devices`` what was seen."""
+    """One sampling cycle: ``taken_at`` is monotonic seconds, ``host`` and ``devices`` what was seen,
+    ``events`` the pipeline's Xid and ECC event tallies by GPU uuid (None when the xid collector is
+    off), so readers such as the status page need not parse the exposition."""
 
     taken_at: float
     host: HostIdentity
     devices: tuple[DeviceView, ...]
     stats: SelfStats
     rendered: Rendered
+    events: Mapping[str, XidTally] | None = None
 
     @property
     def sampled_gpus(self) -> int:

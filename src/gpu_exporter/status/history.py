@@ -2,8 +2,7 @@
 
 :meth:`History.record` takes each new snapshot once (by its ``taken_at``); each card keeps at most
 ``points`` values of each series (``None`` where a cycle had no sample), and cards not seen for
-that many snapshots are forgotten, so memory stays bounded whatever comes and goes. It also notes
-which Xid code's count rose last per GPU, since the exposition's counts alone do not say.
+that many snapshots are forgotten, so memory stays bounded whatever comes and goes.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gpu_exporter.snapshot import Snapshot
-from gpu_exporter.status.view import cards, xid_state
+from gpu_exporter.status.view import cards
 
 SERIES = ("utilization_ratio", "power_watts", "temperature_celsius")
 #: Points kept per series: ten minutes at a 5 s interval; at most this many whatever the interval.
@@ -30,8 +29,6 @@ class History:
         self._last_seen: dict[str, int] = {}
         self._taken_at: float | None = None
         self._count = 0
-        self._xid_counts: dict[str, dict[int, int]] = {}
-        self.last_xids: dict[str, int] = {}
 
     def record(self, snapshot: Snapshot) -> None:
         """Add the snapshot's values unless it was already recorded."""
@@ -40,13 +37,7 @@ class History:
                 return
             self._taken_at = snapshot.taken_at
             self._count += 1
-            for uuid, entry in xid_state(snapshot.rendered.text).items():
-                before = self._xid_counts.get(uuid, {})
-                rose = [code for code, n in entry["counts"].items() if n > before.get(code, 0)]
-                if len(rose) == 1 or (rose and uuid not in self._xid_counts):
-                    self.last_xids[uuid] = rose[-1] if len(rose) == 1 else self.last_xids.get(uuid, rose[-1])
-                self._xid_counts[uuid] = dict(entry["counts"])
-            for card in cards(snapshot, self.last_xids):
+            for card in cards(snapshot):
                 trail = self._series.setdefault(card["uid"], {name: deque(maxlen=self.points) for name in SERIES})
                 for name in SERIES:
                     trail[name].append(card[name])

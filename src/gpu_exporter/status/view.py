@@ -7,12 +7,12 @@ words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, E
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES
 from gpu_exporter.model import Entity
+from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.simulate.builtins import SIMULATED
 from gpu_exporter.snapshot import DeviceView, Snapshot
 
@@ -35,8 +35,6 @@ THROTTLES = frozenset({"power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "
 #: A GPU this close to its slowdown threshold (degrees Celsius) is highlighted as hot.
 HOT_MARGIN_CELSIUS = 10.0
 
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
 
 def _get(values: Mapping[str, float], key: str) -> float | None:
     value = values.get(key)
@@ -45,28 +43,6 @@ def _get(values: Mapping[str, float], key: str) -> float | None:
 
 def _labels(entity: Entity) -> dict[str, str]:
     return dict(entity.labels)
-
-
-def xid_state(text: bytes) -> dict[str, dict[str, Any]]:
-    """Xid counts by code and the last Xid's Unix time, by GPU uuid, read from the snapshot's
-    exposition (``gpu_xid_errors_total``, ``gpu_xid_last_timestamp_seconds``; native names only)."""
-    state: dict[str, dict[str, Any]] = {}
-    for line in text.decode("utf-8", "replace").splitlines():
-        if line.startswith("gpu_xid_errors_total{"):
-            name = "counts"
-        elif line.startswith("gpu_xid_last_timestamp_seconds{"):
-            name = "last_at"
-        else:
-            continue
-        head, _, number = line.rpartition(" ")
-        labels = dict(_LABEL.findall(head))
-        entry = state.setdefault(labels.get("uuid", ""), {"counts": {}, "last_at": None})
-        value = float(number)
-        if name == "last_at":
-            entry["last_at"] = value
-        elif value > 0:
-            entry["counts"][int(labels.get("xid", "0"))] = int(value)
-    return state
 
 
 def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
@@ -180,31 +156,29 @@ def _problems(card: Card) -> list[str]:
     return problems
 
 
-def _xid(entry: Mapping[str, Any] | None, last_code: int | None) -> dict[str, Any]:
-    counts: dict[int, int] = dict(entry["counts"]) if entry else {}
-    if last_code is None and len(counts) == 1:
-        last_code = next(iter(counts))
+def _xid(tally: XidTally | None) -> dict[str, Any]:
+    """A GPU's Xid state from the pipeline's tally: counts by code, the last Xid, its Unix time."""
+    counts = {code: n for code, n in (tally.xid if tally else {}).items() if n > 0}
+    last_code = tally.last_xid if tally else None
     known = XID_CODES.get(last_code) if last_code is not None else None
     return {
         "total": sum(counts.values()),
         "counts": {str(code): n for code, n in sorted(counts.items())},
         "last": last_code,
-        "last_at": entry["last_at"] if entry else None,
+        "last_at": tally.last_xid_at if tally else None,
         "description": known.description if known else ("not in the Xid table" if last_code is not None else ""),
     }
 
 
-def cards(snapshot: Snapshot, last_xids: Mapping[str, int] | None = None) -> list[Card]:
-    """One card per GPU, followed by one per MIG instance of it; ``last_xids`` (code by GPU uuid)
-    says which Xid came last where the exposition's counts alone cannot tell."""
-    xids = xid_state(snapshot.rendered.text)
-    events_on = b"gpu_xid_errors_total" in snapshot.rendered.text
+def cards(snapshot: Snapshot) -> list[Card]:
+    """One card per GPU, followed by one per MIG instance of it."""
+    events = snapshot.events
     out: list[Card] = []
     for device in snapshot.devices:
         entity = device.entity
         card = _card(device, entity, device.values, f"GPU {device.identity.index}")
-        if events_on:
-            card["xid"] = _xid(xids.get(device.identity.uuid), (last_xids or {}).get(device.identity.uuid))
+        if events is not None:
+            card["xid"] = _xid(events.get(device.identity.uuid))
         card["problems"] = _problems(card)
         out.append(card)
         for mig_entity, values in device.samples.items():
@@ -227,12 +201,11 @@ def status(
     snapshot: Snapshot,
     hostname: str,
     age_seconds: float | None = None,
-    last_xids: Mapping[str, int] | None = None,
     trail: Callable[[str], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole host: exporter and driver, then the cards, each with its recent ``history``."""
     stats = snapshot.stats
-    gpus = cards(snapshot, last_xids)
+    gpus = cards(snapshot)
     for card in gpus:
         card["history"] = dict(trail(card["uid"])) if trail else {}
     problems = sum(1 for card in gpus if card["problems"])

@@ -343,6 +343,7 @@ def test_health_answers_as_dcgm_exporter(fakenvml_dir: Path, tmp_path: Path) -> 
         exporter.stop()
     assert (answer.status_code, answer.text) == (200, "OK")
     assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-registry-available"] == "true"  # as dcgm-exporter's
 
 
 def test_dcgm_exporter_variables_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -413,6 +414,13 @@ def test_bad_dcgm_exporter_flag_values_exit_2(args: list[str], needle: str) -> N
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and needle in result.stderr
+
+
+def test_version_flag_as_dcgm_exporter_spells_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpu_exporter", "-v"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (result.returncode, result.stdout.split()[0]) == (0, "gpu-exporter")
 
 
 def test_every_dcgm_exporter_flag_and_variable_is_accepted() -> None:

@@ -101,10 +101,11 @@ def create_app(
         return Response(body, headers=headers, media_type=content_type)
 
     async def health(_request: Request) -> Response:
-        """dcgm-exporter's probe path (NVIDIA's Helm chart probes it): 200 "OK", or 503 "KO"."""
+        """dcgm-exporter's probe path (NVIDIA's Helm chart probes it): 200 "OK" with its headers, as
+        dcgm-exporter answers; 503 "KO" only once the sampler has died (a restart is the cure)."""
         headers = {"X-Content-Type-Options": "nosniff"}
         if sampler().alive():
-            return PlainTextResponse("OK", headers=headers)
+            return PlainTextResponse("OK", headers={**headers, "X-Registry-Available": "true"})
         return PlainTextResponse("KO", status_code=503, headers=headers)
 
     async def healthz(_request: Request) -> Response:

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shown in brackets; precedence is flag > environment > config file > default.",
         allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"gpu-exporter {__version__}")
+    parser.add_argument("--version", "-v", action="version", version=f"gpu-exporter {__version__}")  # -v: dcgm-exporter
     parser.add_argument(
         CONFIG_FILE_FLAG,
         dest="config_file",

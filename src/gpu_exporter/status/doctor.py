@@ -4,7 +4,9 @@ In order: NVIDIA device nodes and their permissions, ``libnvidia-ml.so.1`` loada
 driver loaded (``/proc/driver/nvidia/version``), NVML initialising through the exporter's own
 backend (driver not loaded, library/driver mismatch, no permission), library and kernel module
 versions equal, GPUs visible, each GPU answering a sampling cycle, DCGM importable and its host
-engine reachable, and the kubelet's pod-resources socket when ``--kubernetes`` is on.
+engine reachable, the profiling counters permitted to DCGM (the kernel module's
+``RmProfilingAdminOnly`` against this user), and the kubelet's pod-resources socket when
+``--kubernetes`` is on. ``--simulate`` is refused: doctor checks the real host.
 
 Exit code: 0 when every check is ok (or skipped), 3 when the worst finding is a warning, 4 when
 something failed; 2 for usage errors.
@@ -195,6 +197,38 @@ def _dcgm(settings: Settings) -> Finding:
     return Finding("DCGM", "ok", f"host engine reachable ({reason})")
 
 
+def profiling(procfs: Path, dcgm: Finding) -> Finding:
+    """Whether the profiling counters behind DCGM's profiling fields (SM activity and occupancy,
+    tensor and DRAM activity, PCIe and NVLink bytes) may be read: the kernel module's
+    ``RmProfilingAdminOnly`` (``NVreg_RestrictProfilingToAdminUsers``) in
+    ``/proc/driver/nvidia/params`` against this process's effective uid. Only DCGM reads them here,
+    so without DCGM there is nothing to check."""
+    if dcgm.status == "skip":
+        return Finding("profiling", "skip", "no DCGM: the profiling metrics come only from DCGM")
+    path = procfs / "driver" / "nvidia" / "params"
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as err:
+        return Finding(
+            "profiling", "skip", f"{path} not readable ({err.strerror or err}): the module's setting is unknown"
+        )
+    lines = [line for line in text.splitlines() if line.startswith("RmProfilingAdminOnly:")]
+    setting = lines[0].split(":", 1)[1].strip() if lines else ""
+    if setting == "0":
+        return Finding("profiling", "ok", "open to every user (RmProfilingAdminOnly: 0)")
+    if setting != "1":
+        return Finding("profiling", "skip", f"{path} has no RmProfilingAdminOnly setting")
+    if os.geteuid() == 0:
+        return Finding("profiling", "ok", "restricted to admin users (RmProfilingAdminOnly: 1); this runs as root")
+    return Finding(
+        "profiling", "warn",
+        "restricted to admin users (RmProfilingAdminOnly: 1) and this runs as an ordinary user: an embedded DCGM "
+        "gets no profiling metrics (a root nv-hostengine still does)",
+        "run nv-hostengine as root (--dcgm.address), or load the module with "
+        "NVreg_RestrictProfilingToAdminUsers=0 (options nvidia in /etc/modprobe.d) and reboot",
+    )  # fmt: skip
+
+
 def _pod_resources(settings: Settings) -> Finding:
     if not settings.kubernetes:
         return Finding("pod-resources socket", "skip", "--kubernetes is off")
@@ -221,7 +255,7 @@ def diagnose(settings: Settings, dev: Path = Path("/dev")) -> list[Finding]:
         nodes = sum(1 for p in dev.glob("nvidia[0-9]*") if p.name[6:].isdigit())
         findings.extend(_answering(sampler, nodes))
     findings.append(_dcgm(settings))
-    findings.append(Finding("profiling", "skip", "not checked: DCGM profiling permission is not probed yet"))
+    findings.append(profiling(Path(settings.procfs), findings[-1]))
     findings.append(_pod_resources(settings))
     return findings
 

@@ -5,10 +5,9 @@ answering, to requests bearing ``token``, the list and watch requests the export
 - ``GET /api/v1/pods``,
 
 in the API's JSON (``ResourceSliceList``/``PodList`` with ``metadata.resourceVersion``, pages by
-``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``), and
-with ``watch=true`` a stream of ``{"type": "ADDED"|"MODIFIED"|"DELETED", "object": …}`` lines (one
-ADDED per object, then the lines ``events`` holds, then the stream closes). ``status`` (e.g. 503)
-answers every request with that status; a wrong token gets 401 as a ``Status`` object.
+``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``; the
+exporter lists on a cadence and does not watch, so no watch stream is served). ``status`` (e.g.
+403) answers every request with that status; a wrong token gets 401, both as ``Status`` objects.
 """
 
 from __future__ import annotations
@@ -84,7 +83,6 @@ class KubeApi:
         self.pods: list[dict[str, Any]] = []
         self.versions = ("v1", "v1beta1")
         self.status = 200
-        self.events: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str]] = []
         self.port = 0
         self._lock = threading.Lock()
@@ -98,28 +96,26 @@ class KubeApi:
                 return "ResourceSliceList", self.slices
         return None
 
-    def answer(self, raw_path: str, authorization: str) -> tuple[int, bytes, bool]:
-        """(status, body, is a watch stream) for one GET."""
+    def answer(self, raw_path: str, authorization: str) -> tuple[int, bytes]:
+        """(status, body) for one GET."""
         with self._lock:
             self.requests.append((raw_path, authorization))
         parts = urllib.parse.urlsplit(raw_path)
         query = dict(urllib.parse.parse_qsl(parts.query))
         if authorization != f"Bearer {self.token}":
-            return 401, self._status(401, "Unauthorized"), False
+            return 401, self._status(401, "Unauthorized")
         if self.status != 200:
-            return self.status, self._status(self.status, "ServiceUnavailable"), False
+            return self.status, self._status(self.status, "Refused")
         found = self._objects(parts.path)
         if found is None:
-            return 404, self._status(404, "NotFound"), False
+            return 404, self._status(404, "NotFound")
         kind, objects = found
         selector = query.get("fieldSelector", "")
         if selector:
             key, _, wanted = selector.partition("=")
             assert key == "spec.nodeName", selector
             objects = [o for o in objects if o["spec"].get("nodeName") == wanted]
-        if query.get("watch") in ("true", "1"):
-            lines = [{"type": "ADDED", "object": o} for o in objects] + self.events
-            return 200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), True
+        assert query.get("watch") is None, "the exporter lists, it does not watch"
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(objects)
         page = objects[start : start + limit]
@@ -127,7 +123,7 @@ class KubeApi:
         metadata = {"resourceVersion": "100", **({"continue": str(start + limit)} if more else {})}
         api_version = "v1" if kind == "PodList" else parts.path.split("/")[3]
         body = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
-        return 200, json.dumps(body).encode(), False
+        return 200, json.dumps(body).encode()
 
     @staticmethod
     def _status(code: int, reason: str) -> bytes:
@@ -143,7 +139,7 @@ class KubeApi:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:  # the name http.server calls
-                status, body, _stream = api.answer(self.path, self.headers.get("Authorization", ""))
+                status, body = api.answer(self.path, self.headers.get("Authorization", ""))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -10,8 +10,6 @@ the GPU the kubelet says it was allocated."""
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -29,8 +27,6 @@ from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.processes import fold
 from gpu_exporter.snapshot import DeviceView, SourceStatus
-
-log = logging.getLogger(__name__)
 
 
 class PodAllocation(Protocol):
@@ -233,41 +229,12 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
             max(30.0, 3 * settings.kubelet_refresh),
             insecure_skip_verify=settings.kubelet_insecure,
         )  # fmt: skip
-    slices, api_pods = _api_sources(settings)
+    from gpu_exporter.attribution.kubeapi import api_sources
+
+    slices, api_pods = api_sources(settings) if settings.kubernetes else (None, None)
     return Attributor(
         Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet, names, slices, api_pods
     )
-
-
-def api_url(setting: str, env: Mapping[str, str]) -> str:
-    """``--kubernetes.api-url``: ``auto`` is the in-cluster address where the pod's variables give one."""
-    if setting != "auto":
-        return setting
-    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "443")
-    if not host:
-        return ""
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-
-
-def _api_sources(settings: Settings) -> tuple[Slices | None, PodNames | None]:
-    """The API server's ResourceSlices and pods sources (``--kubernetes`` with an API URL and a node name)."""
-    if not settings.kubernetes:
-        return None, None
-    url = api_url(settings.kubernetes_api_url, os.environ)
-    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
-    if not url or not node:
-        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
-        log.warning(
-            "kubernetes api: not asked, %s: DRA-allocated GPUs are not attributed (device-plugin allocations are)", why
-        )
-        return None, None
-    from gpu_exporter.attribution.kubeapi import ApiClient, NodePods, ResourceSlices
-    from gpu_exporter.attribution.podresources import DRA_DRIVERS
-
-    api = ApiClient(url, settings.kubelet_token_file, settings.kubelet_ca_file, 5.0)
-    every = 3 * settings.kubelet_refresh  # default 30 s: two small lists per node, never per scrape
-    slices = ResourceSlices(api, node, DRA_DRIVERS, every, max(180.0, 6 * every))
-    return slices, NodePods(api, node, every, max(180.0, 6 * every))
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

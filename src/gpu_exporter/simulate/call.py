@@ -51,6 +51,13 @@ class Call:
         value = self.u64(key)
         return errors.NOT_SUPPORTED if value is None else abi.put(arg, value)
 
+    def flag(self, arg: Any, key: str) -> int:
+        """Write ``gpuN.<key>`` as 0 or 1 (any non-zero value is 1) into a scalar output."""
+        if abi.target(arg) is None:
+            return errors.INVALID_ARGUMENT
+        value = self.u64(key)
+        return errors.NOT_SUPPORTED if value is None else abi.put(arg, 1 if value else 0)
+
     def _fault(self, kind: str, symbol: str) -> tuple[str, str] | None:
         scope = f"gpu{self.gpu}." if self.gpu >= 0 else ""
         key = f"{scope}{kind}.{symbol}"

@@ -1,0 +1,111 @@
+"""Per-device entry points for the PCIe link (throughput in KB/s, generation, width, replays) and
+memory errors (ECC mode and counts, row remapping, retired pages)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_exporter.simulate import abi, errors
+from gpu_exporter.simulate.call import Call, device
+
+
+@device("nvmlDeviceGetPcieThroughput")
+def pcie_throughput(c: Call, counter: Any, out: Any) -> int:
+    key = {0: "pcie.tx", 1: "pcie.rx"}.get(abi.number(counter))
+    return errors.INVALID_ARGUMENT if key is None else c.out(out, key)
+
+
+@device("nvmlDeviceGetCurrPcieLinkGeneration")
+def pcie_gen(c: Call, out: Any) -> int:
+    return c.out(out, "pcie.link_gen")
+
+
+@device("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetGpuMaxPcieLinkGeneration")
+def pcie_max_gen(c: Call, out: Any) -> int:
+    return c.out(out, "pcie.max_link_gen")
+
+
+@device("nvmlDeviceGetCurrPcieLinkWidth")
+def pcie_width(c: Call, out: Any) -> int:
+    return c.out(out, "pcie.link_width")
+
+
+@device("nvmlDeviceGetMaxPcieLinkWidth")
+def pcie_max_width(c: Call, out: Any) -> int:
+    return c.out(out, "pcie.max_link_width")
+
+
+@device("nvmlDeviceGetPcieReplayCounter")
+def pcie_replay(c: Call, out: Any) -> int:
+    return c.out(out, "pcie.replay_counter")
+
+
+@device("nvmlDeviceGetEccMode")
+def ecc_mode(c: Call, current: Any, pending: Any) -> int:
+    if abi.target(current) is None or abi.target(pending) is None:
+        return errors.INVALID_ARGUMENT
+    value = c.u64("ecc.mode")
+    if value is None:
+        return errors.NOT_SUPPORTED
+    after_reboot = c.u64("ecc.pending")  # absent: no change pending
+    abi.put(current, 1 if value else 0)
+    return abi.put(pending, 1 if (value if after_reboot is None else after_reboot) else 0)
+
+
+@device("nvmlDeviceGetTotalEccErrors")
+def ecc_errors(c: Call, error_type: Any, counter_type: Any, out: Any) -> int:
+    counter = {0: "volatile", 1: "aggregate"}.get(abi.number(counter_type))
+    kind = {0: "corrected", 1: "uncorrected"}.get(abi.number(error_type))
+    if counter is None or kind is None or abi.target(out) is None:
+        return errors.INVALID_ARGUMENT
+    return c.out(out, f"ecc.{counter}.{kind}")
+
+
+@device("nvmlDeviceGetRemappedRows")
+def remapped_rows(c: Call, corr: Any, unc: Any, pending: Any, failure: Any) -> int:
+    if any(abi.target(arg) is None for arg in (corr, unc, pending, failure)):
+        return errors.INVALID_ARGUMENT
+    correctable, uncorrectable = c.u64("remapped_rows.correctable"), c.u64("remapped_rows.uncorrectable")
+    if correctable is None or uncorrectable is None:
+        return errors.NOT_SUPPORTED
+    abi.put(corr, correctable)
+    abi.put(unc, uncorrectable)
+    abi.put(pending, c.u64("remapped_rows.pending") or 0)
+    return abi.put(failure, c.u64("remapped_rows.failure") or 0)
+
+
+def _retired(c: Call, cause: Any, count: Any, addresses: Any, stamps: Any) -> int:
+    """Two-call pattern; made-up but stable addresses and timestamps."""
+    number, addresses, stamps = abi.number(cause), abi.target(addresses), abi.target(stamps)
+    key = {0: "retired_pages.single_bit", 1: "retired_pages.double_bit"}.get(number)
+    if key is None or abi.target(count) is None:
+        return errors.INVALID_ARGUMENT
+    pages = c.u64(key)
+    if pages is None:
+        return errors.NOT_SUPPORTED
+    pages &= 0xFFFFFFFF
+    if abi.target(count).value < pages:
+        abi.put(count, pages)
+        return errors.INSUFFICIENT_SIZE
+    if pages and addresses is None:
+        return errors.INVALID_ARGUMENT
+    for i in range(pages):
+        addresses[i] = ((number + 1) << 32) | (i << 12)
+        if stamps is not None:
+            stamps[i] = 1700000000 + i
+    return abi.put(count, pages)
+
+
+@device("nvmlDeviceGetRetiredPages")
+def retired_pages(c: Call, cause: Any, count: Any, addresses: Any) -> int:
+    return _retired(c, cause, count, addresses, None)
+
+
+@device("nvmlDeviceGetRetiredPages_v2")
+def retired_pages_v2(c: Call, cause: Any, count: Any, addresses: Any, stamps: Any = None) -> int:
+    return _retired(c, cause, count, addresses, stamps)
+
+
+@device("nvmlDeviceGetRetiredPagesPendingStatus")
+def retired_pending(c: Call, out: Any) -> int:
+    return c.flag(out, "retired_pages.pending")

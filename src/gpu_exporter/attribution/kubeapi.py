@@ -59,7 +59,7 @@ class ApiClient:
         self.url = url
         self._token_file = token_file
         self._ca_file = ca_file
-        self._timeout = timeout_seconds
+        self.timeout_seconds = timeout_seconds
         self._client: Any = None
         self._resources: dict[tuple[str, str, str], Any] = {}  # lightkube's generic classes, made once each
 
@@ -81,7 +81,7 @@ class ApiClient:
                 user=User(token_file=self._token_file),
             )
             try:
-                self._client = Client(config, timeout=httpx2.Timeout(self._timeout), trust_env=False)
+                self._client = Client(config, timeout=httpx2.Timeout(self.timeout_seconds), trust_env=False)
             except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
                 raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
         return self._client
@@ -113,7 +113,7 @@ class ApiClient:
         except ConfigError as exc:
             raise Failure("token", str(exc)[:200]) from None
         except httpx2.TimeoutException:
-            raise Failure("timeout", f"no answer in {self._timeout:g} s") from None
+            raise Failure("timeout", f"no answer in {self.timeout_seconds:g} s") from None
         except httpx2.ConnectError as exc:
             cause = exc.__cause__ or exc.__context__
             if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
@@ -140,7 +140,7 @@ class ResourceSlicesState:
 
 @dataclass(frozen=True)
 class NodePodsState:
-    """This node's pods by UID (as :class:`~.kubeletpods.KubeletPodsState`), and by namespace and name."""
+    """This node's pods by UID (as :class:`~.kubeletpods.KubeletPodsState`), with their labels."""
 
     pods: Mapping[str, PodName] = field(default_factory=lambda: _NO_PODS)
     up: bool = False
@@ -149,10 +149,6 @@ class NodePodsState:
     fetched_at: float = 0.0
     error: str = ""
     kept: bool = False
-
-    def named(self, namespace: str, pod: str) -> PodName | None:
-        """The pod ``namespace``/``pod`` (its UID and labels), if this node runs it."""
-        return next((p for p in self.pods.values() if p.namespace == namespace and p.pod == pod), None)
 
 
 class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
@@ -167,7 +163,7 @@ class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
         self._version = SLICE_VERSIONS[0]
         super().__init__(
             log, "kubernetes resourceslices", "devices", EMPTY, ResourceSlicesState(), refresh_seconds,
-            max_age_seconds, api._timeout,
+            max_age_seconds, api.timeout_seconds,
         )  # fmt: skip
 
     def _ask(self) -> Devices:
@@ -205,7 +201,14 @@ class NodePods(Refresher[NodePodsState, Mapping[str, PodName]]):
         self._api = api
         self._node = node
         super().__init__(
-            log, "kubernetes pods", "pods", _NO_PODS, NodePodsState(), refresh_seconds, max_age_seconds, api._timeout
+            log,
+            "kubernetes pods",
+            "pods",
+            _NO_PODS,
+            NodePodsState(),
+            refresh_seconds,
+            max_age_seconds,
+            api.timeout_seconds,
         )
 
     def _ask(self) -> Mapping[str, PodName]:

@@ -1,9 +1,12 @@
 """One measurement point: a started system at one host size, measured once.
 
 Order (each step bounded in time): wait until it serves the last GPU → settle a few intervals →
-warm-up scrapes → RSS "after warm-up" → an idle window with no scrapes (sampling CPU) → scrapes
-with one client up to ``scrapes`` in total (scrape CPU, then RSS "after N scrapes") → one latency
-run per concurrency level.
+warm-up scrapes → RSS "after warm-up" → an idle window with no scrapes (sampling CPU) → the
+**headline** window: as Prometheus uses an exporter, one scrape with Prometheus' Accept and
+Accept-Encoding headers every ``prometheus_every_s`` (CPU per minute, and each such scrape's
+latency) → scrapes with one client up to ``scrapes`` in total (scrape CPU, then RSS "after N
+scrapes") → one latency run per concurrency level. The floor (no HTTP) only has the headline
+window, without scrapes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import procfs, wrk
-from bench.systems import Running, Scrape, scrape, wait_ready
+from bench.systems import PROMETHEUS_HEADERS, Running, Scrape, scrape, wait_floor, wait_ready
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Plan:
     scrapes_max_s: float = 40.0
     latency_s: float = 5.0
     concurrency: tuple[int, ...] = (1, 16)
+    prometheus_s: float = 30.0
+    prometheus_every_s: float = 15.0
 
 
 def _series(body: bytes) -> int:
@@ -67,6 +72,9 @@ def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: 
     idle_rate = idle_cpu / idle_window
     other_cores = max(0.0, (host1.busy - host0.busy) - idle_cpu) / idle_window
 
+    prometheus = _prometheus_window(running, plan)
+    scrapes_done += len(prometheus["scrape_ms"])
+
     # Scrapes with one client (as Prometheus scrapes), up to plan.scrapes in total since start.
     target = max(1, plan.scrapes - scrapes_done)
     cpu0, t0, _ = _window(pid)
@@ -101,6 +109,8 @@ def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: 
         "idle_cpu_s": idle_cpu,
         "sampling_cpu_s_per_min": idle_rate * 60,
         "sampling_cpu_user_system_s": [user1 - user0, sys1 - sys0],
+        "prometheus": prometheus,
+        "prometheus_cpu_s_per_min": prometheus["cpu_s_per_min"],
         "other_load_cores_during_idle": other_cores,
         "scrape_run": {**capped.as_dict(), "cpu_s": scrape_run_cpu},
         "scrape_cpu_s_per_1000": 1000 * scrape_cpu / capped.requests if capped.requests else None,
@@ -112,3 +122,50 @@ def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: 
         "alive_at_end": alive,
     }
     return figures, exposition
+
+
+def _prometheus_window(running: Running, plan: Plan, scrapes: bool = True) -> dict[str, Any]:
+    """CPU over ``plan.prometheus_s`` with one Prometheus-style scrape every ``prometheus_every_s``
+    (the first at the window's start), scaled to a minute; each scrape's wall time in ms."""
+    pid = running.pid
+    cpu0, t0, host0 = _window(pid)
+    times: list[float] = []
+    due = t0
+    while True:
+        now = time.monotonic()
+        if now >= t0 + plan.prometheus_s:
+            break
+        if scrapes and now >= due:
+            started = time.perf_counter()
+            scrape(running.url, headers=PROMETHEUS_HEADERS)
+            times.append(1000 * (time.perf_counter() - started))
+            due += plan.prometheus_every_s
+        time.sleep(max(0.0, min(due if scrapes else t0 + plan.prometheus_s, t0 + plan.prometheus_s) - time.monotonic()))
+    cpu1, t1, host1 = _window(pid)
+    window = t1 - t0
+    return {
+        "window_s": window,
+        "cpu_s": cpu1 - cpu0,
+        "cpu_s_per_min": 60 * (cpu1 - cpu0) / window,
+        "scrape_ms": times,
+        "scrape_ms_max": max(times) if times else None,
+        "other_load_cores": max(0.0, (host1.busy - host0.busy) - (cpu1 - cpu0)) / window,
+    }
+
+
+def measure_floor(running: Running, plan: Plan) -> dict[str, Any]:
+    """The floor's figures: CPU per minute over the headline window (it serves no scrape), RSS."""
+    started = time.monotonic()
+    wait_floor(running, plan.ready_timeout_s)
+    ready_s = time.monotonic() - started
+    time.sleep(plan.settle_intervals * plan.interval_s)
+    window = _prometheus_window(running, plan, scrapes=False)
+    return {
+        "ready_s": ready_s,
+        "prometheus": window,
+        "prometheus_cpu_s_per_min": window["cpu_s_per_min"],
+        "sampling_cpu_s_per_min": window["cpu_s_per_min"],
+        "other_load_cores_during_idle": window["other_load_cores"],
+        "rss_warm_bytes": procfs.rss_bytes(running.pid),
+        "alive_at_end": running.process.poll() is None,
+    }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -27,13 +28,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import procfs, report, wrk
+from bench import calls, procfs, report, wrk
 from bench.machine import describe
-from bench.measure import Plan, measure
+from bench.measure import Plan, measure, measure_floor
 from bench.profile import nvitop_calls, profile
 from bench.scenarios import Size, gpu_uuid, write
 from bench.systems import (
     CEILING,
+    FLOOR,
     GPU_EXPORTER,
     NVITOP,
     REPO,
@@ -43,8 +45,11 @@ from bench.systems import (
     nvitop_venv,
     py_spy,
     start_ceiling,
+    start_floor,
     start_gpu_exporter,
     start_nvitop,
+    wait_floor,
+    wait_ready,
 )
 
 DEFAULT_SIZES = "1,8,64,8x7"
@@ -85,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
     parser.add_argument("--interval", type=float, default=1.0, help="sampling interval of both exporters, s")
-    parser.add_argument("--nvitop-mig", action="store_true", help="also run nvitop-exporter at MIG sizes")
+    parser.add_argument("--no-nvitop-mig", action="store_true", help="skip nvitop-exporter at MIG sizes")
+    parser.add_argument("--prometheus-seconds", type=float, help="headline window per point (default 30; 6 quick)")
+    parser.add_argument("--calls-seconds", type=float, help="traced window counting driver calls (default 8)")
     parser.add_argument("--idle-seconds", type=float, help="no-scrape window per point (default 20; 3 quick)")
     parser.add_argument("--latency-seconds", type=float, help="wrk duration per concurrency (default 5; 2 quick)")
     parser.add_argument("--scrapes", type=int, help="scrapes before the second RSS reading (default 10000)")
@@ -110,7 +117,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     quick = args.quick
     base = (
         Plan(interval_s=args.interval, settle_intervals=2, warmup_scrapes=20, idle_s=3.0, ceiling_idle_s=2.0,
-             scrapes=1_000, scrapes_max_s=3.0, latency_s=2.0)
+             scrapes=1_000, scrapes_max_s=3.0, latency_s=2.0, prometheus_s=6.0, prometheus_every_s=3.0)
         if quick
         else Plan(interval_s=args.interval)
     )  # fmt: skip
@@ -123,6 +130,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         scrapes=args.scrapes or base.scrapes,
         scrapes_max_s=args.scrapes_max_seconds or base.scrapes_max_s,
         latency_s=args.latency_seconds or base.latency_s,
+        prometheus_s=args.prometheus_seconds or base.prometheus_s,
+        prometheus_every_s=base.prometheus_every_s,
     )
 
 
@@ -186,7 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         spy = py_spy(cache, _log) if profile_sizes else None
         scenarios = {size.key: write(cache / "scenarios", size) for size in {*sizes, *profile_sizes}}
         machine = describe(REPO, venv / "bin" / "python" if venv else None, wrk.version(wrk_path))
-        points = _measure_all(systems, sizes, runs, plan, args.nvitop_mig, fake_dir, scenarios, venv, wrk_path, work)
+        counted = _count_calls(systems, sizes, plan, fake_dir, scenarios, venv, work, args.calls_seconds or 8.0)
+        plans = {key: Path(entry["floor_plan"]) for key, entry in counted.items() if "floor_plan" in entry}
+        points = _measure_all(
+            systems, sizes, runs, plan, not args.no_nvitop_mig, fake_dir, scenarios, venv, wrk_path, work, plans
+        )
         profiles: list[dict[str, Any]] = []
         for size in profile_sizes:
             assert spy is not None
@@ -230,8 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": meta,
         "aggregate": agg,
         "ratios": report.ratios(agg, sizes),
-        "targets": report.targets(agg, sizes, profiles),
+        "targets": report.targets(agg, sizes, profiles, counted),
         "profile": profiles,
+        "calls": counted,
         "points": points,
     }
     text = report.markdown(result, sizes)
@@ -254,7 +268,7 @@ def rerender(path: Path, write_benchmarks: bool) -> int:
     sizes = parse_sizes(",".join(key.replace("gpu-mig", "x").replace("gpu", "") for key in result["meta"]["sizes"]))
     agg = result["aggregate"]
     result["ratios"] = report.ratios(agg, sizes)
-    result["targets"] = report.targets(agg, sizes, result["profile"])
+    result["targets"] = report.targets(agg, sizes, result["profile"], result.get("calls", {}))
     text = report.markdown(result, sizes)
     path.with_name("latest.md").write_text(text)
     print(text)
@@ -275,11 +289,13 @@ def _measure_all(
     venv: Path | None,
     wrk_path: str,
     work: Path,
+    plans: dict[str, Path],
 ) -> list[dict[str, Any]]:
     """Run order: for each run, for each size, gpu-exporter then the ceiling (serving the bytes that
-    gpu-exporter just served) then nvitop-exporter, so slow drifts of the machine hit all alike."""
+    gpu-exporter just served) then nvitop-exporter then the floor, so slow drifts of the machine
+    hit all alike."""
     points: list[dict[str, Any]] = []
-    order = [s for s in (GPU_EXPORTER, CEILING, NVITOP) if s in systems]
+    order = [s for s in (GPU_EXPORTER, CEILING, NVITOP, FLOOR) if s in systems]
     for run in range(1, runs + 1):
         for size in sizes:
             expect = gpu_uuid(size.gpus - 1).encode()
@@ -288,7 +304,7 @@ def _measure_all(
             for system in order:
                 if system == NVITOP and size.mig and not nvitop_mig:
                     continue
-                if system == CEILING and body is None:
+                if (system == CEILING and body is None) or (system == FLOOR and size.key not in plans):
                     continue
                 _log(f"run {run}/{runs}: {system} at {size.label}")
                 running: Running | None = None
@@ -299,12 +315,18 @@ def _measure_all(
                     elif system == NVITOP:
                         assert venv is not None
                         running = start_nvitop(venv, fake_dir, scenarios[size.key], plan.interval_s, work)
+                    elif system == FLOOR:
+                        running = start_floor(plans[size.key], fake_dir, scenarios[size.key], plan.interval_s, work)
                     else:
                         assert body is not None
                         running = start_ceiling(body, content_type, work)
-                    idle = plan.ceiling_idle_s if system == CEILING else plan.idle_s
-                    figures, exposition = measure(running, plan, wrk_path, expect, idle)
-                    point["figures"] = figures
+                    if system == FLOOR:
+                        point["figures"] = measure_floor(running, plan)
+                        _log(f"  floor {point['figures']['prometheus_cpu_s_per_min']:.3f} s/min")
+                    else:
+                        idle = plan.ceiling_idle_s if system == CEILING else plan.idle_s
+                        figures, exposition = measure(running, plan, wrk_path, expect, idle)
+                        point["figures"] = figures
                     if system == GPU_EXPORTER:
                         body = work / f"exposition-{size.key}-run{run}.txt"
                         body.write_bytes(exposition.body)
@@ -316,13 +338,59 @@ def _measure_all(
                     if running is not None:
                         running.stop()
                 points.append(point)
-                if "figures" in point:
+                if "figures" in point and "latency" in point["figures"]:
                     f = point["figures"]
                     _log(
                         f"  p50 {f['latency']['c1']['p50_ms']:.3f} ms, sampling {f['sampling_cpu_s_per_min']:.3f} "
-                        f"s/min, RSS {f['rss_after_scrapes_bytes'] / 2**20:.1f} MiB, {f['total_scrapes']} scrapes"
+                        f"s/min, with a Prometheus scrape every {plan.prometheus_every_s:g} s "
+                        f"{f['prometheus_cpu_s_per_min']:.3f} s/min, RSS {f['rss_after_scrapes_bytes'] / 2**20:.1f} MiB"
                     )
     return points
+
+
+def _count_calls(
+    systems: Sequence[str], sizes: Sequence[Size], plan: Plan, fake_dir: Path, scenarios: dict[str, Path],
+    venv: Path | None, work: Path, seconds: float,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per size: driver calls per GPU per interval of gpu-exporter and nvitop-exporter (traced runs
+    of their own), the floor's plan from gpu-exporter's, and the floor's calls (a check)."""
+    out: dict[str, dict[str, Any]] = {}
+    interval = plan.interval_s
+    for size in sizes:
+        expect = gpu_uuid(size.gpus - 1).encode()
+        scenario = scenarios[size.key]
+        entry: dict[str, Any] = {}
+        out[size.key] = entry
+
+        def ready(running: Running, expect: bytes = expect) -> object:
+            return wait_ready(running, expect, plan.ready_timeout_s)
+
+        try:
+            if GPU_EXPORTER in systems:
+                _log(f"counting driver calls: gpu-exporter at {size.label}")
+                entry[GPU_EXPORTER] = calls.count(
+                    functools.partial(start_gpu_exporter, fake_dir, scenario, interval, work), ready,
+                    work / f"calls-gpu-exporter-{size.key}.txt", size.gpus, interval, seconds,
+                )  # fmt: skip
+                if FLOOR in systems:
+                    floor = calls.floor_plan(entry[GPU_EXPORTER], size.mig, work / f"floor-plan-{size.key}.json")
+                    entry["floor_plan"] = str(floor)
+                    _log(f"counting driver calls: floor at {size.label}")
+                    entry[FLOOR] = calls.count(
+                        functools.partial(start_floor, floor, fake_dir, scenario, interval, work),
+                        lambda r: wait_floor(r, plan.ready_timeout_s),
+                        work / f"calls-floor-{size.key}.txt", size.gpus, interval, seconds,
+                    )  # fmt: skip
+            if NVITOP in systems and venv is not None:
+                _log(f"counting driver calls: nvitop-exporter at {size.label}")
+                entry[NVITOP] = calls.count(
+                    functools.partial(start_nvitop, venv, fake_dir, scenario, interval, work), ready,
+                    work / f"calls-nvitop-{size.key}.txt", size.gpus, interval, seconds,
+                )  # fmt: skip
+        except (SetupError, RuntimeError, OSError) as err:
+            entry["error"] = str(err)[:2000]
+            _log(f"  failed: {str(err).splitlines()[0] if str(err) else err!r}")
+    return out
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ PY_SPY_VERSION = "0.4.3"
 GPU_EXPORTER = "gpu-exporter"
 NVITOP = "nvitop-exporter"
 CEILING = "ceiling"
-SYSTEMS = (GPU_EXPORTER, NVITOP, CEILING)
+FLOOR = "floor"
+#: What Prometheus 2.x/3.x sends when it scrapes (OpenMetrics preferred, text accepted; gzip).
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+}
+SYSTEMS = (GPU_EXPORTER, NVITOP, CEILING, FLOOR)
 
 
 class SetupError(RuntimeError):
@@ -169,6 +176,26 @@ def start_nvitop(
     return _popen(NVITOP, command, _child_env(fake_dir, scenario, trace), port, workdir)
 
 
+def start_floor(
+    plan: Path, fake_dir: Path, scenario: Path, interval_s: float, workdir: Path, trace: Path | None = None
+) -> Running:
+    """``python -m bench.floor`` (no port: it serves nothing; ready when its log says so)."""
+    command = [sys.executable, "-m", "bench.floor", "--plan", str(plan), "--interval", f"{interval_s:g}"]
+    return _popen(FLOOR, command, _child_env(fake_dir, scenario, trace), free_port(), workdir)
+
+
+def wait_floor(running: Running, timeout_s: float) -> None:
+    """Until the floor's log says ``floor ready`` (SetupError if it exits or the time passes)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if running.process.poll() is not None:
+            raise SetupError(f"floor exited with {running.process.returncode}:\n{running.log_tail()}")
+        if "floor ready" in running.log_tail(5):
+            return
+        time.sleep(0.1)
+    raise SetupError(f"floor not ready in {timeout_s:g} s:\n{running.log_tail()}")
+
+
 def start_ceiling(body: Path, content_type: str, workdir: Path) -> Running:
     """``python -m bench.ceiling`` serving ``body``."""
     port = free_port()
@@ -187,9 +214,9 @@ class Scrape:
     content_type: str
 
 
-def scrape(url: str, timeout_s: float = 30.0) -> Scrape:
-    """GET ``url`` as wrk does (no Accept, no Accept-Encoding: uncompressed text)."""
-    request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})
+def scrape(url: str, timeout_s: float = 30.0, headers: dict[str, str] | None = None) -> Scrape:
+    """GET ``url`` as wrk does (no Accept, no Accept-Encoding: uncompressed text), or with ``headers``."""
+    request = urllib.request.Request(url, headers=headers or {"Accept-Encoding": "identity"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return Scrape(response.read(), response.headers.get("Content-Type", ""))
 

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.harness import REPO, SCENARIOS, Exporter, samples, stable, start, value
@@ -216,15 +215,14 @@ def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
     assert "gpu_exporter/simulate/scenarios/default.proc/5202/status" in names
 
 
-def test_status_page_banner_escapes(tmp_path: Path) -> None:
-    exporter = simulate(tmp_path, "old-gpu")
+def test_status_page_banner_names_the_scenario_escaped(tmp_path: Path) -> None:
+    scenario = tmp_path / "<b>host.scn"
+    scenario.write_text("gpu0.name = Simulated GPU\n")
+    exporter = simulate(tmp_path, str(scenario))
     try:
         page = exporter.get("/").text
         fragment = exporter.get("/?fragment=cards")
     finally:
         exporter.stop()
-    assert "<p class='simulated' role='alert'>SIMULATED host: --simulate old-gpu; no GPU is read" in page
-    assert fragment.status_code == 200
-
-
-assert httpx  # the harness's HTTP client
+    assert f"<p class='simulated' role='alert'>SIMULATED host: --simulate {tmp_path}/&lt;b&gt;host.scn; no GPU" in page
+    assert "<b>host" not in page and fragment.status_code == 200

@@ -168,10 +168,11 @@ def _optional_address(value: str) -> str:
 
 
 def _simulate(value: str) -> str:
-    """A built-in scenario name or a readable scenario file (checked now, so a typo exits 2)."""
+    """A built-in scenario name or a readable scenario file (checked now, so a typo exits 2); empty: off."""
     from gpu_exporter.simulate.builtins import resolve
 
-    resolve(value)
+    if value:
+        resolve(value)
     return value
 
 

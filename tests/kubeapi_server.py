@@ -37,12 +37,15 @@ def gpu_device(name: str, uuid: str, index: int, basic: bool = False) -> dict[st
 
 
 def mig_device(name: str, uuid: str, parent: str, profile: str, qualified: bool = False) -> dict[str, Any]:
-    """A MIG device as NVIDIA's DRA driver publishes it (attribute names qualified with its domain if asked)."""
+    """A MIG device as NVIDIA's DRA driver publishes it (attribute names qualified with its domain if
+    asked); ``uuid`` "": a dynamic MIG device, created only when a claim is prepared."""
     prefix = f"{DRIVER}/" if qualified else ""
     attributes = {
-        f"{prefix}type": attribute("mig"), f"{prefix}uuid": attribute(uuid),
-        f"{prefix}parentUUID": attribute(parent), f"{prefix}profile": attribute(profile),
+        f"{prefix}type": attribute("mig"), f"{prefix}parentUUID": attribute(parent),
+        f"{prefix}profile": attribute(profile),
     }  # fmt: skip
+    if uuid:
+        attributes[f"{prefix}uuid"] = attribute(uuid)
     return {"name": name, "attributes": attributes}
 
 

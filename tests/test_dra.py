@@ -127,20 +127,33 @@ def test_mig_devices_created_and_replaced_at_run_time(
 ) -> None:
     api.versions = ("v1beta1",)  # a 1.32 cluster: devices under "basic"
     api.slices = [resource_slice("gpus", [gpu_device("gpu-0", MIG_GPU, 0, basic=True)])]
-    kubelet.set_pods(dra_pod("ml", "small", "main", "small-mig", "gpu-0-mig-9-4-1"))
+    kubelet.set_pods(
+        dra_pod("ml", "small", "main", "small-mig", "gpu-0-mig-9-4-1"),
+        dra_pod("ml", "tiny", "main", "tiny-mig", "gpu-0-mig-dyn-19"),  # dynamic MIG: made for its claim
+        dra_pod("ml", "huge", "main", "huge-mig", "gpu-0-mig-dyn-0"),  # a profile no instance has: no guess
+    )
     exporter = _start(fakenvml_dir, SCENARIOS / "mig.scn", tmp_path, kubelet, api)
     try:
         wait_for(exporter, lambda p: value(p, "gpu_exporter_source_up", source="kubernetes_resourceslices") == 1)
         assert "gpu_allocation_info" not in wait_for(exporter, lambda p: True)  # not published yet: no guess
         # the DRA driver creates the MIG device and publishes it (a new pool generation)
         created = mig_device("gpu-0-mig-9-4-1", MIG_5, MIG_GPU, "2g.10gb")
-        api.slices = [resource_slice("gpus", [gpu_device("gpu-0", MIG_GPU, 0, basic=True), created], generation=2)]
+        dynamic = [
+            mig_device("gpu-0-mig-dyn-19", "", MIG_GPU, "1g.5gb"),
+            mig_device("gpu-0-mig-dyn-0", "", MIG_GPU, "7g.40gb"),
+        ]
+        api.slices = [
+            resource_slice("gpus", [gpu_device("gpu-0", MIG_GPU, 0, basic=True), created, *dynamic], generation=2)
+        ]
         parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="small") == 1)
         assert value(parsed, "gpu_allocation_info", gpu_instance="5", profile="2g.10gb", claim="small-mig") == 1
+        assert value(parsed, "gpu_allocation_info", gpu_instance="13", profile="1g.5gb", pod="tiny") == 1
+        assert value(parsed, "gpu_allocation_info", pod="huge") is None
         # destroyed and made again on another instance: re-resolved on the next listing
         remade = mig_device("gpu-0-mig-9-4-1", MIG_13, MIG_GPU, "1g.5gb", qualified=True)
         api.slices = [resource_slice("gpus", [remade], generation=3), resource_slice("stale", [created], generation=2)]
         parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", gpu_instance="13", pod="small") == 1)
+        assert value(parsed, "gpu_allocation_info", pod="tiny") is None  # no longer published
         assert value(parsed, "gpu_allocation_info", gpu_instance="5") is None
     finally:
         exporter.stop()

@@ -67,12 +67,14 @@ def test_resource_slices_in_every_shape() -> None:
         resource_slice("d", [gpu_device("gpu-0", "GPU-nic", 0)], driver="nic.example.com"),  # another driver
         resource_slice("e", [{"name": "gpu-5", "attributes": {"other.example.com/uuid": {"string": "GPU-x"}}}]),
         resource_slice("f", [{"name": "gpu-6", "attributes": {"index": {"int": 6}}}]),  # no uuid: skipped
+        resource_slice("h", [mig_device("gpu-0-mig-14-0-1", "", GPU, "1g.5gb")], pool="p3"),  # dynamic MIG
         resource_slice("g", []),
     ]
     assert dict(parse(items, DRIVERS)) == {
         ("gpu.nvidia.com", NODE, "gpu-0"): DraDevice(GPU),
         ("gpu.nvidia.com", NODE, "gpu-0-mig-1"): DraDevice(GPU, MIG, "1g.10gb"),
         ("gpu.nvidia.com", "p2", "gpu-1-mig-1"): DraDevice("GPU-q", "MIG-q", "2g.20gb"),
+        ("gpu.nvidia.com", "p3", "gpu-0-mig-14-0-1"): DraDevice(GPU, "", "1g.5gb"),
     }
 
 

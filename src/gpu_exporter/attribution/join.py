@@ -151,15 +151,22 @@ class Attributor:
         dra = self._slices.current().devices if self._slices is not None else {}
         for allocation in self._kubelet.current().allocations if self._kubelet is not None else ():
             gpu_uuid, mig_uuid = allocation.gpu_uuid, allocation.mig_uuid
+            profile = ""
             if allocation.driver:  # DRA: the node's ResourceSlices name the device's UUIDs (now, not when listed)
                 published = dra.get((allocation.driver, allocation.pool, allocation.device_id))
                 gpu_uuid, mig_uuid = (published.gpu_uuid, published.mig_uuid) if published else ("", "")
+                profile = published.profile if published else ""
             elif not gpu_uuid:  # answered before this GPU was known (the first refresh): resolve now
                 gpu_uuid, mig_uuid = resolve(allocation.device_id, ids)
             if gpu_uuid != device.uuid:
                 continue
             holder = next((p for p in parents.values() if p.kind == "mig" and p.uid == mig_uuid), gpu)
-            if mig_uuid and holder is gpu:
+            if profile and not mig_uuid:  # a MIG device made for its claim: the GPU's one instance of the profile
+                same = [p for p in parents.values() if p.kind == "mig" and dict(p.labels).get("profile") == profile]
+                if len(same) != 1:
+                    continue  # none yet, or several: no guess
+                holder = same[0]
+            elif mig_uuid and holder is gpu:
                 continue  # an instance this read did not see: no guess
             claim = (allocation.claim, allocation.claim_namespace)
             info = self._pod_info(allocation.namespace, allocation.pod)

@@ -12,8 +12,10 @@ the device in ``v1`` and ``v1beta2``, under ``basic`` in ``v1beta1``. NVIDIA's D
 (``gpu.nvidia.com/uuid``); both spellings are read.
 
 Only the slices of a pool's newest generation count (a driver republishing a pool bumps it; older
-slices still listed are stale). Devices without a ``uuid`` attribute are skipped: there is nothing
-to join them to.
+slices still listed are stale). A MIG device the driver creates only when a claim is prepared
+(its "dynamic MIG" devices) is published with ``parentUUID`` and ``profile`` but no ``uuid``: it is
+kept with its GPU and profile, and the join names the GPU's one instance of that profile (none
+or several: not attributed). Devices with neither ``uuid`` nor ``parentUUID`` are skipped.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class DraDevice:
     """One device a DRA driver publishes, as the exporter joins it."""
 
     gpu_uuid: str  # the GPU's UUID (a MIG device's parent)
-    mig_uuid: str = ""  # the MIG device's own UUID; "" for a whole GPU
+    mig_uuid: str = ""  # the MIG device's own UUID; "" for a whole GPU (or a MIG device not yet created)
     profile: str = ""  # MIG profile (``1g.10gb``); "" for a whole GPU
 
 
@@ -99,10 +101,9 @@ def parse(items: Iterable[object], drivers: frozenset[str]) -> Devices:
             where = f"{driver} pool {pool_name} devices[{number}]"
             device = _object(each, where)
             attributes = _attributes(device, driver, where)
-            uuid = attributes.get("uuid", "")
-            if not uuid:
+            uuid, parent = attributes.get("uuid", ""), attributes.get("parentUUID", "")
+            if not uuid and not parent:
                 continue
-            parent = attributes.get("parentUUID", "")
             known = DraDevice(parent, uuid, attributes.get("profile", "")) if parent else DraDevice(uuid)
             found[(driver, pool_name, _name(device.get("name"), f"{where}.name"))] = known
     return MappingProxyType(found)

@@ -107,7 +107,45 @@ def dcgm_exporter_flag_table() -> str:
     return "\n".join(rows)
 
 
-SECTIONS = {"flags": flag_table, "metrics": metric_table, "dcgm-exporter-flags": dcgm_exporter_flag_table}
+def dcgm_exporter_field_list() -> str:
+    """Every DCGM field served in dcgm-exporter mode (from the catalogue and the composed fields), then
+    the rest of DCGM's device fields by id range with why they are not."""
+    from gpu_exporter.catalogue import METRICS
+    from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, NOT_SERVED
+    from gpu_exporter.dcgm_fields import FIELD_IDS
+
+    served: dict[int, tuple[str, str, str]] = {}
+    for spec in METRICS:
+        if spec.compat_name:
+            backends = "/".join(name.upper() for name in ("nvml", "dcgm") if spec.source(name) is not None)
+            served[FIELD_IDS[spec.compat_name]] = (spec.compat_name, f"`{spec.key}`", backends)
+    names = {number: name for name, number in reversed(FIELD_IDS.items())}
+    for number, composed in COMPOSED.items():
+        served.setdefault(number, (names[number], composed.describe, "NVML/DCGM"))
+    rows = ["| Field | Id | From | Backends | DCGM type |", "|---|---|---|---|---|"]
+    rows += [
+        f"| `{name}` | {number} | {source} | {backends} | {'double' if number in DOUBLE_IDS else 'int64'} |"
+        for number, (name, source, backends) in sorted(served.items())
+    ]
+    rows += [
+        "",
+        "Label fields: `DCGM_FI_DRIVER_VERSION`, `DCGM_FI_NVML_VERSION`, `DCGM_FI_DEV_NAME`, "
+        "`DCGM_FI_DEV_SERIAL`, `DCGM_FI_DEV_UUID`, `DCGM_FI_DEV_MINOR_NUMBER`, `DCGM_FI_DEV_PCI_BUSID`, "
+        "`DCGM_FI_DEV_VBIOS_VERSION`.",
+        "",
+        "Not served (other DCGM device fields, by id):",
+        "",
+    ]
+    rows += [f"- {low}{'' if low == high else f'-{high}'}: {why}." for low, high, why in NOT_SERVED]
+    return "\n".join(rows)
+
+
+SECTIONS = {
+    "flags": flag_table,
+    "metrics": metric_table,
+    "dcgm-exporter-flags": dcgm_exporter_flag_table,
+    "dcgm-exporter-fields": dcgm_exporter_field_list,
+}
 
 
 def render(text: str) -> str:

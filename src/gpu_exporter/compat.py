@@ -26,8 +26,8 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
-from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS
+from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
 from gpu_exporter.dcgm_fields import FIELD_IDS, field_id

@@ -25,9 +25,14 @@ OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset
 _CONTENT_TYPES = {"text": TEXT_CONTENT_TYPE, "openmetrics": OPENMETRICS_CONTENT_TYPE}
 
 
-#: Formatted label sets, keyed by the sample's labels; bounded so label churn cannot grow it forever.
-_LABEL_CACHE: dict[tuple[tuple[str, str], ...], str] = {}
+#: Formatted label sets by (whether sorted, the sample's labels in their own order); bounded so
+#: label churn cannot grow it forever.
+_LABEL_CACHE: dict[tuple[bool, tuple[tuple[str, str], ...]], str] = {}
 _LABEL_CACHE_MAX = 200_000
+#: Formatted values by (value formatter, value): the same values recur every snapshot (0, 1, limits,
+#: clocks). Zero (0.0 and -0.0 print differently but compare equal) and NaN are never kept.
+_VALUE_CACHE: dict[tuple[Callable[[float], str], float], str] = {}
+_VALUE_CACHE_MAX = 100_000
 
 
 def _escape_help(text: str) -> str:
@@ -38,12 +43,23 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _label_text(key: tuple[tuple[str, str], ...]) -> str:
-    """``{name="value",...}`` of a label set (empty for none), cached."""
-    text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in key) + "}" if key else ""
+def _label_text(key: tuple[bool, tuple[tuple[str, str], ...]]) -> str:
+    """``{name="value",...}`` of a label set (sorted by name when ``key[0]``; empty for none), cached."""
+    sort, pairs = key
+    ordered = sorted(pairs) if sort else pairs
+    text = "{" + ",".join(f'{name}="{_escape_value(value)}"' for name, value in ordered) + "}" if pairs else ""
     if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
         _LABEL_CACHE.clear()
     _LABEL_CACHE[key] = text
+    return text
+
+
+def _value_text(value_text: Callable[[float], str], value: float) -> str:
+    text = value_text(value)
+    if value and value == value:  # neither zero nor NaN
+        if len(_VALUE_CACHE) >= _VALUE_CACHE_MAX:
+            _VALUE_CACHE.clear()
+        _VALUE_CACHE[(value_text, value)] = text
     return text
 
 
@@ -54,7 +70,7 @@ def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATI
     out: list[str] = []
     append = out.append
     value_text, sort, suffix = profile.value_text, profile.sort_labels, profile.counter_suffix
-    labels = _LABEL_CACHE
+    labels, values = _LABEL_CACHE, _VALUE_CACHE
     for family in families:
         metric, kind, documentation = family.name, family.type, family.documentation
         if openmetrics:
@@ -65,11 +81,11 @@ def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATI
             text_name = metric + "_total" if kind == "counter" and suffix else metric
             append(f"# HELP {text_name} {_escape_help(documentation)}\n# TYPE {text_name} {kind}\n")
         for sample in family.samples:
-            key = tuple(sorted(sample.labels.items())) if sort else tuple(sample.labels.items())
-            label_text = labels.get(key)
-            if label_text is None:
-                label_text = _label_text(key)
-            append(f"{sample.name}{label_text} {value_text(sample.value)}\n")
+            key = (sort, tuple(sample.labels.items()))
+            label_text = labels.get(key) or _label_text(key)
+            value = sample.value
+            text = values.get((value_text, value)) or _value_text(value_text, value)
+            append(f"{sample.name}{label_text} {text}\n")
     if openmetrics:
         append("# EOF\n")
     return "".join(out).encode("utf-8")

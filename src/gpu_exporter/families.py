@@ -57,12 +57,30 @@ def entity_families(specs: Sequence[MetricSpec], groups: Sequence[Samples], info
                 _add(info[name], dict(entity.labels + entity.info), 1)
         for spec in specs:
             family = by_name[spec.name]
+            name = family.name + ("_total" if family.type == "counter" else "")
+            samples, key, kinds, variant = family.samples, spec.key, spec.entities, spec.variant
             for entity, values in entities.items():
-                if entity.kind in spec.entities:
-                    value = values.get(spec.key)
+                if entity.kind in kinds:
+                    value = values.get(key)
                     if value is not None:
-                        _add(family, dict(entity.labels + spec.variant), value)
+                        samples.append(Sample(name, _labels(entity, variant), value))
     return list(by_name.values())
+
+
+#: Label dicts by (entity, variant labels), shared by every snapshot's samples (never mutated: the
+#: encoder only reads them); bounded so entity churn cannot grow it forever.
+_LABELS: dict[tuple[Entity, tuple[tuple[str, str], ...]], dict[str, str]] = {}
+_LABELS_MAX = 100_000
+
+
+def _labels(entity: Entity, variant: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """``entity``'s labels then ``variant``'s, as one dict (a sample's labels)."""
+    labels = _LABELS.get((entity, variant))
+    if labels is None:
+        if len(_LABELS) >= _LABELS_MAX:
+            _LABELS.clear()
+        labels = _LABELS[(entity, variant)] = dict(entity.labels + variant)
+    return labels
 
 
 def device_families(

@@ -31,6 +31,8 @@ class UnsupportedMemo:
 
     def asks(self, uid: str, key: str) -> bool:
         """Whether to ask the vendor for row ``key`` of entity ``uid`` now."""
+        if not self._until:
+            return True
         until = self._until.get((uid, key))
         return until is None or self._clock() >= until
 

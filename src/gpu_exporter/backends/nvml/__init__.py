@@ -75,6 +75,10 @@ def _count(call: Callable[[Handle], Any], handle: Handle) -> Raw:
     return {"": len(call(handle))}
 
 
+#: Bound of the reused field-value candidates (entities × rows; cleared when exceeded).
+_WANTED_ITEMS_MAX = 200_000
+
+
 class NvmlBackend:
     """GPU samples through NVML. ``open``, ``discover`` and ``read`` run on sampler threads (NVML
     is thread-safe); handles are swapped as whole dicts, so a read never sees a half-built map."""
@@ -89,6 +93,7 @@ class NvmlBackend:
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
         self._rows: dict[int, tuple[MetricSpec, str, NvmlSource | None]] = {}  # id(spec) → spec, key, source
+        self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
         self._listener: XidListener | None = None
         self._watch_events = False
         self._open = False
@@ -190,13 +195,20 @@ class NvmlBackend:
     def _wanted(
         self, entity: Entity, specs: Sequence[MetricSpec], request: Request, link: int | None = None
     ) -> list[Wanted]:
-        """The rows of ``entity`` this read asks for, as candidates for the field-value call."""
+        """The rows of ``entity`` this read asks for, as candidates for the field-value call (each
+        (entity, row, link) item made once and reused: the same every read)."""
         uid = entity.uid
+        asks, made = request.asks, self._wanted_items
         wanted = []
         for spec in specs:
             row, source = self._row(spec)
-            if source is not None and request.asks(uid, row):
-                wanted.append(Wanted(entity, spec, (uid, row), source, link))
+            if source is not None and asks(uid, row):
+                item = made.get((entity, row, link))
+                if item is None:
+                    if len(made) >= _WANTED_ITEMS_MAX:
+                        made.clear()
+                    item = made[(entity, row, link)] = Wanted(entity, spec, (uid, row), source, link)
+                wanted.append(item)
         return wanted
 
     def _batch(

@@ -241,3 +241,31 @@ def test_zero_gpus_ready_only_when_allowed(fakenvml_dir: Path, tmp_path: Path) -
         assert exporter.get("/readyz").status_code == 200
     finally:
         exporter.stop()
+
+
+def test_mig_instances_created_and_destroyed_at_run_time_are_picked_up(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """A MIG instance a DRA driver (or an admin) creates after start is enumerated within the
+    re-enumeration interval, and one destroyed leaves; the GPU itself never goes down."""
+    full = (SCENARIOS / "mig.scn").read_text()
+    created = [line for line in full.splitlines(keepends=True) if line.startswith("gpu0.mig.2.")]
+    assert created, "mig.scn has a third instance"
+    scenario = tmp_path / "mig.scn"
+    scenario.write_text("".join(line for line in full.splitlines(keepends=True) if line not in created))
+    new_uuid = "MIG-7c3d4e5f-6a7b-5c8d-ae9f-1a2b3c4d5e6f"
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--gpu.rediscover-interval", "1s")
+    try:
+        def instance(parsed: Parsed) -> float | None:
+            return value(parsed, "gpu_mig_info", gpu="0", gpu_instance="13", mig_uuid=new_uuid)
+
+        before = samples(exporter.metrics())
+        assert instance(before) is None
+        assert value(before, "gpu_mig_info", gpu="0", gpu_instance="5") == 1
+        rewrite(scenario, full)
+        after = wait_for(exporter, lambda p: instance(p) == 1)
+        assert value(after, "gpu_up", gpu="0") == 1
+        assert value(after, "gpu_memory_used_bytes", gpu="0", gpu_instance="13", compute_instance="0") == 1073741824
+        rewrite(scenario, "".join(line for line in full.splitlines(keepends=True) if line not in created))
+        gone = wait_for(exporter, lambda p: instance(p) is None)
+        assert value(gone, "gpu_up", gpu="0") == 1 and value(gone, "gpu_mig_info", gpu="0", gpu_instance="5") == 1
+    finally:
+        exporter.stop()

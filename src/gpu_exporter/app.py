@@ -73,6 +73,7 @@ def create_app(
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
             vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
+            rediscover_interval=settings.rediscover_interval,
             attributor=attributor,
         )  # fmt: skip
         attributor.start()

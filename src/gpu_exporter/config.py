@@ -62,6 +62,7 @@ class Settings:
     probes_without_auth: bool = False
     vanished_retention: float = 3600.0
     unsupported_retry: float = 60.0
+    rediscover_interval: float = 30.0
     max_processes: int = 16
     procfs: str = "/proc"
     hpc_job_dir: str = ""
@@ -96,6 +97,16 @@ def _timeout(low: float, high: float) -> Callable[[str], float]:
         return parse_duration(value, low, high)
 
     return parse
+
+
+def _interval_or_off(value: str) -> float:
+    """``0`` (off) or a duration from 1s to 24h."""
+    if value.strip() in ("0", "0s"):
+        return 0.0
+    try:
+        return parse_duration(value, 1.0, 86400.0)
+    except ValueError:
+        raise ValueError("0 (off) or a duration from 1s to 24h such as 30s") from None
 
 
 def _integer(low: int, high: int) -> Callable[[str], int]:
@@ -239,6 +250,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
            "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
            "dropped, 1s to 168h (default 1h).", "DURATION"),
+    Option("--gpu.rediscover-interval", "rediscover_interval", ("gpu", "rediscover-interval"), _interval_or_off,
+           "How often GPUs and MIG instances are enumerated again while every GPU answers, so instances "
+           "created or destroyed at run time (e.g. by a DRA driver) and hot-added GPUs are picked up; "
+           "0 turns it off, else 1s to 24h (default 30s).", "DURATION"),
     Option("--unsupported.retry-interval", "unsupported_retry", ("unsupported", "retry-interval"),
            _timeout(1.0, 86400.0),
            "How often a value the driver called unsupported is asked for again, 1s to 24h (default 1m); it "

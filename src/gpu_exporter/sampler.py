@@ -49,6 +49,9 @@ __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
 WAIT_FRACTION = 0.8
 #: How long a GPU that left the driver's device list keeps reporting gpu_up 0 before it is forgotten.
 VANISHED_RETENTION_SECONDS = 3600.0
+# How often GPUs are enumerated again while all answer: picks up MIG instances created or destroyed
+# at run time (a DRA driver does this per claim) and hot-added GPUs; 0 turns it off.
+REDISCOVER_SECONDS = 30.0
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Sampler:
         vanished_retention: float = VANISHED_RETENTION_SECONDS,
         unsupported_retry: float = RETRY_SECONDS,
         attributor: Attributor | None = None,
+        rediscover_interval: float = REDISCOVER_SECONDS,
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
@@ -86,6 +90,8 @@ class Sampler:
         self._clock = clock
         self._wall = wall_clock
         self._retention = vanished_retention
+        self._rediscover = rediscover_interval
+        self._enumerated_at = 0.0  # monotonic time of the last successful open or enumeration
         self._attributor = attributor or Attributor()
         self._memo = UnsupportedMemo(unsupported_retry, clock)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
@@ -185,7 +191,7 @@ class Sampler:
         and apply what it returned (in this cycle or, if it is slow, a later one)."""
         if not self._open and self._open_backoff.due(now):
             self._control.start("open", cycle)
-        elif self._open and self._needs_rediscovery() and self._discover_backoff.due(now):
+        elif self._open and self._discovery_due(now):
             self._control.start("discover", cycle)
         self._wait(lambda: self._control.worker.busy_since is None, deadline)
         outcome = self._control.take()
@@ -198,6 +204,7 @@ class Sampler:
             self._open, self._host = True, outcome.host
             self._open_backoff.reset()
             self._memo.rediscovered()
+            self._enumerated_at = now
             self._adopt(outcome.devices, now)
             if self._fabric is None:  # also the backend's host-wide duties (events, port changes)
                 self._fabric = RootState(Worker("fabric-reader", self._read_fabric, self._done, self._clock))
@@ -213,6 +220,7 @@ class Sampler:
             self._open_backoff.failed(now)
         elif outcome.kind == "discovered":
             self._memo.rediscovered()
+            self._enumerated_at = now
             self._adopt(outcome.devices, now)
             if self._needs_rediscovery():
                 self._discover_backoff.failed(now)
@@ -222,6 +230,12 @@ class Sampler:
             log.error("re-enumerating GPUs failed: %s; reopening the %s backend with backoff", outcome.message, backend)
             self._open, self._down_reason = False, outcome.reason
             self._open_backoff.failed(now)
+
+    def _discovery_due(self, now: float) -> bool:
+        """Enumerate again: with backoff while a GPU is lost or vanished, else every ``rediscover_interval``."""
+        if self._needs_rediscovery():
+            return self._discover_backoff.due(now)
+        return self._rediscover > 0 and now - self._enumerated_at >= self._rediscover
 
     def _needs_rediscovery(self) -> bool:
         return any(state.vanished_at is not None or state.lost for state in self._states.values())

@@ -423,6 +423,73 @@ def test_version_flag_as_dcgm_exporter_spells_it() -> None:
     assert (result.returncode, result.stdout.split()[0]) == (0, "gpu-exporter")
 
 
+# dcgm-exporter 4.x's --help, written down by the team: (its spellings, its variable).
+DCGM_EXPORTER_4X_FLAGS = (
+    ("--collectors -f", "DCGM_EXPORTER_COLLECTORS"), ("--address -a", "DCGM_EXPORTER_LISTEN"),
+    ("--collect-interval -c", "DCGM_EXPORTER_INTERVAL"), ("--kubernetes -k", "DCGM_EXPORTER_KUBERNETES"),
+    ("--use-old-namespace -o", "DCGM_EXPORTER_USE_OLD_NAMESPACE"),
+    ("--cpu-devices -p", "DCGM_EXPORTER_CPU_DEVICES_STR"), ("--configmap-data -m", "DCGM_EXPORTER_CONFIGMAP_DATA"),
+    ("--remote-hostengine-info -r", "DCGM_REMOTE_HOSTENGINE_INFO"),
+    ("--kubernetes-enable-pod-labels", "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"),
+    ("--kubernetes-enable-pod-uid", "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"),
+    ("--kubernetes-gpu-id-type", "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"),
+    ("--kubernetes-pod-label-allowlist-regex", "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX"),
+    ("--devices -d", "DCGM_EXPORTER_DEVICES_STR"), ("--no-hostname -n", "DCGM_EXPORTER_NO_HOSTNAME"),
+    ("--switch-devices -s", "DCGM_EXPORTER_OTHER_DEVICES_STR"), ("--fake-gpus", "DCGM_EXPORTER_USE_FAKE_GPUS"),
+    ("--web-config-file", "DCGM_EXPORTER_WEB_CONFIG_FILE"),
+    ("--xid-count-window-size -x", "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE"),
+    ("--replace-blanks-in-model-name --rbmn", "DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME"),
+    ("--debug", "DCGM_EXPORTER_DEBUG"),
+    ("--clock-events-count-window-size", "DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE"),
+    ("--enable-dcgm-log", "DCGM_EXPORTER_ENABLE_DCGM_LOG"), ("--dcgm-log-level", "DCGM_EXPORTER_DCGM_LOG_LEVEL"),
+    ("--log-format", "DCGM_EXPORTER_LOG_FORMAT"),
+    ("--pod-resources-kubelet-socket", "DCGM_POD_RESOURCES_KUBELET_SOCKET"),
+    ("--hpc-job-mapping-dir", "DCGM_HPC_JOB_MAPPING_DIR"), ("--nvidia-resource-names", "NVIDIA_RESOURCE_NAMES"),
+    ("--kubernetes-virtual-gpus", "KUBERNETES_VIRTUAL_GPUS"), ("--dump-enabled", "DCGM_EXPORTER_DUMP_ENABLED"),
+    ("--dump-directory", "DCGM_EXPORTER_DUMP_DIRECTORY"), ("--dump-retention", "DCGM_EXPORTER_DUMP_RETENTION"),
+    ("--dump-compression", "DCGM_EXPORTER_DUMP_COMPRESSION"), ("--kubernetes-enable-dra", "KUBERNETES_ENABLE_DRA"),
+    ("--disable-startup-validate", "DISABLE_STARTUP_VALIDATE"),
+    ("--enable-gpu-bind-unbind-watch", "DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH"),
+    ("--gpu-bind-unbind-poll-interval", "DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL"),
+    ("--enable-pprof", "DCGM_EXPORTER_ENABLE_PPROF"), ("--web-systemd-socket", "DCGM_EXPORTER_SYSTEMD_SOCKET"),
+)  # fmt: skip
+
+
+def test_dcgm_exporter_4x_help_is_covered() -> None:
+    """Every spelling and variable of dcgm-exporter 4.x's --help is one of ours (a FLAGS row or an alias)."""
+    from gpu_exporter.dcgm_flags import FLAGS
+
+    options = build_parser_options()
+    variables = {name for option in OPTIONS for name in option.envs} | {flag.env for flag in FLAGS}
+    for spellings, env in DCGM_EXPORTER_4X_FLAGS:
+        for spelling in spellings.split():
+            assert spelling in options, spelling
+        assert env in variables, env
+
+
+def test_every_warning_flag_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """One exporter given every dcgm-exporter setting that cannot apply here, as the chart would (its
+    variables), serves as usual and logs one warning naming each."""
+    from gpu_exporter.dcgm_flags import FLAGS
+
+    inert = [flag for flag in FLAGS if flag.warn and not flag.option and not flag.setting]
+    inert = [flag for flag in inert if not flag.names[0].startswith("--kubernetes-")]  # attribution: its own tests
+    inert = [flag for flag in inert if flag.default != "true"]  # on by default (dump compression): false is no news
+    samples_by_kind = {"parse_devices": "g", "_bool": "true"}
+    env = {
+        flag.env: samples_by_kind.get(flag.parse.__name__, "48" if "retention" in flag.env else "x") for flag in inert
+    }
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", env=env)
+    try:
+        assert "gpu_temperature_celsius" in exporter.metrics()
+        log = exporter.log()
+    finally:
+        exporter.stop()
+    assert len(inert) >= 12
+    for flag in inert:
+        assert log.count(flag.warn.split("'")[0]) == 1, flag.names[0]  # (the log escapes quotes)
+
+
 def test_every_dcgm_exporter_flag_and_variable_is_accepted() -> None:
     from gpu_exporter.dcgm_flags import ALIASES, FLAGS
 

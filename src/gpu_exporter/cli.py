@@ -195,8 +195,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _error(err)
         return USAGE_ERROR
     setup(settings.log_level, settings.log_format)
-    for warning in settings.dcgm_exporter.warnings:
-        log.warning("%s", warning)
+    for warning in settings.dcgm_exporter.warnings:  # each its own template: the burst limit is per template
+        log.warning(warning)  # no arguments: the text is never %-formatted
     try:
         web = WebConfigSource(settings.web_config_file)
     except WebConfigError as err:

@@ -50,6 +50,7 @@ from gpu_exporter.backends.dcgm.values import (
     FieldValue,
     link_entity_id,
 )
+from gpu_exporter.backends.nvml.discovery import BRANDS
 from gpu_exporter.catalogue import METRICS, NVLINK_ERROR_FIELDS
 
 NVLINK_FIELDS = dict(NVLINK_ERROR_FIELDS)
@@ -447,9 +448,24 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         fields[54] = string(own.get("uuid", f"GPU-00000000-0000-0000-0000-{gpu:012d}"))
         fields[55] = int64(int(own.get("minor_number", str(gpu))))
         fields[57] = string(own.get("pci_bus_id", f"00000000:{gpu:02X}:00.0"))
-        for key, fid in (("serial", 53), ("vbios_version", 85)):
+        for key, fid in (
+            ("serial", 53),
+            ("vbios_version", 85),
+            ("inforom.oem", 56),
+            ("inforom.ecc", 80),
+            ("inforom.power", 81),
+            ("inforom.image", 82),
+        ):
             if key in own:
                 fields[fid] = string(own[key])
+        # As DCGM stores them: the brand as its name, the PCI ids as integers (the fake NVML's defaults),
+        # the compute capability packed as major << 16 | minor.
+        if "brand" in own:
+            fields[51] = string(BRANDS.get(int(own["brand"], 0), "Unknown"))
+        fields[58] = int64(int(own.get("pci.device_id", "0x233010DE"), 0))
+        fields[59] = int64(int(own.get("pci.subsystem_id", "0"), 0))
+        if "compute_capability.major" in own and "compute_capability.minor" in own:
+            fields[63] = int64(int(own["compute_capability.major"]) << 16 | int(own["compute_capability.minor"]))
         links = sorted({int(k.split(".")[1]) for k in own if k.startswith("nvlink.") and k.endswith(".state")})
         for link in links:
             fake.link_state[(FE_GPU, gpu, link)] = (

@@ -111,7 +111,8 @@ def dcgm_exporter_field_list() -> str:
     """Every DCGM field served in dcgm-exporter mode (from the catalogue and the composed fields), then
     the rest of DCGM's device fields by id range with why they are not."""
     from gpu_exporter.catalogue import METRICS
-    from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, NOT_SERVED
+    from gpu_exporter.compat import LABEL_FIELDS
+    from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_SOURCES, NOT_SERVED
     from gpu_exporter.dcgm_fields import FIELD_IDS
 
     served: dict[int, tuple[str, str, str]] = {}
@@ -122,6 +123,11 @@ def dcgm_exporter_field_list() -> str:
     names = {number: name for name, number in reversed(FIELD_IDS.items())}
     for number, composed in COMPOSED.items():
         served.setdefault(number, (names[number], composed.describe, "NVML/DCGM"))
+    for number, source in IDENTITY_SOURCES.items():
+        served.setdefault(
+            number, (names[number], f"{source}, read at discovery", "NVML" if number == 64 else "NVML/DCGM")
+        )
+    labels = ", ".join(f"`{names[number]}`" for number in sorted(LABEL_FIELDS))
     rows = ["| Field | Id | From | Backends | DCGM type |", "|---|---|---|---|---|"]
     rows += [
         f"| `{name}` | {number} | {source} | {backends} | {'double' if number in DOUBLE_IDS else 'int64'} |"
@@ -129,9 +135,9 @@ def dcgm_exporter_field_list() -> str:
     ]
     rows += [
         "",
-        "Label fields: `DCGM_FI_DRIVER_VERSION`, `DCGM_FI_NVML_VERSION`, `DCGM_FI_DEV_NAME`, "
-        "`DCGM_FI_DEV_SERIAL`, `DCGM_FI_DEV_UUID`, `DCGM_FI_DEV_MINOR_NUMBER`, `DCGM_FI_DEV_PCI_BUSID`, "
-        "`DCGM_FI_DEV_VBIOS_VERSION`.",
+        f"Label fields (type `label`; integers in decimal): {labels}. `DCGM_EXP_P2P_STATUS` (NVML): one series "
+        "per pair of GPUs with `link_status` and `peer_gpu`, valued by NVML's P2P status over NVLink, read at "
+        "discovery.",
         "",
         "Not served (other DCGM device fields, by id):",
         "",

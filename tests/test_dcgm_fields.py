@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import METRICS
-from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, NOT_SERVED, not_served_reason
-from gpu_exporter.dcgm_fields import FIELD_IDS
+from pathlib import Path
 
-#: Identity fields served as dcgm-exporter label fields (compat.py's label table).
-LABEL_FIELDS = {1, 2, 50, 53, 54, 55, 57, 85}
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
+from gpu_exporter.catalogue import METRICS
+from gpu_exporter.compat import LABEL_FIELDS
+from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_VALUES, NOT_SERVED, not_served_reason
+from gpu_exporter.dcgm_fields import FIELD_IDS
+from tests.harness import SCENARIOS, start
+
 #: The last Xid (DCGM_FI_DEV_XID_ERRORS), served from the xid collector's events.
 XID_FIELD = 230
 
@@ -16,7 +19,8 @@ def _served() -> set[int]:
     return (
         {FIELD_IDS[spec.compat_name] for spec in METRICS if spec.compat_name}
         | set(COMPOSED)
-        | LABEL_FIELDS
+        | set(LABEL_FIELDS)
+        | set(IDENTITY_VALUES)
         | {XID_FIELD}
     )
 
@@ -40,3 +44,58 @@ def test_integer_fields_are_whole_in_dcgm_types() -> None:
     """Watts are DCGM doubles; clocks, memory (MiB), modes and counters are INT64."""
     assert {155, 157, 160, 161, 162, 163, 164} <= DOUBLE_IDS
     assert not {90, 92, 93, 100, 102, 110, 111, 115, 250, 252, 65, 66, 67, 301, 500} & DOUBLE_IDS
+
+
+def test_identity_fields_in_dcgm_encoding() -> None:
+    """Compute capability as DCGM packs it (major << 16 | minor), PCI ids and the P2P bitmap as
+    integers, and integer label fields printed in decimal, as dcgm-exporter prints an INT64."""
+    device = DeviceIdentity(
+        index=1, uuid="GPU-x", pci_device_id=0x233010DE, pci_subsystem_id=0x16C110DE,
+        compute_capability=(9, 0), p2p_nvlink=((0, 0), (2, 5), (3, 0)), brand="NVIDIA",
+    )  # fmt: skip
+    assert IDENTITY_VALUES[63](device) == 9 << 16
+    assert IDENTITY_VALUES[58](device) == 0x233010DE
+    assert IDENTITY_VALUES[64](device) == 0b1001
+    assert IDENTITY_VALUES[52](device) == 1
+    host = HostIdentity()
+    assert LABEL_FIELDS[63](host, device) == "589824"
+    assert LABEL_FIELDS[51](host, device) == "NVIDIA"
+    assert LABEL_FIELDS[64](host, DeviceIdentity(index=0, uuid="GPU-y")) == ""
+
+
+IDENTITY_CSV = """# identity fields and the P2P pseudo-field, as an operator would list them
+DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY, gauge, CUDA compute capability (major << 16 | minor).
+DCGM_FI_DEV_PCI_COMBINED_ID, gauge, PCI device and vendor id.
+DCGM_FI_DEV_BRAND, label, Brand.
+DCGM_FI_DEV_INFOROM_IMAGE_VER, label, Inforom image version.
+DCGM_EXP_P2P_STATUS, gauge, P2P status between GPUs over NVLink.
+"""
+
+
+def test_identity_fields_and_p2p_status_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """The real exporter on the fake NVML: identity values and label fields as DCGM encodes them, and
+    DCGM_EXP_P2P_STATUS with one series per ordered pair of GPUs (N × (N - 1)), read once at discovery."""
+    csv = tmp_path / "identity.csv"
+    csv.write_text(IDENTITY_CSV)
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "--collect-interval", "1h",
+        env={"NODE_NAME": "node-1"}, trace=True,
+    )  # fmt: skip
+    try:
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    lead = (
+        'gpu="2",UUID="GPU-4a1e0c2d-2b7f-4c3a-9e21-5d8f6a0b1c22",pci_bus_id="00000000:58:00.0",device="nvidia2",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="node-1",DCGM_FI_DEV_BRAND="NVIDIA",'
+        'DCGM_FI_DEV_INFOROM_IMAGE_VER="G520.0200.00.05"'
+    )
+    assert f"DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY{{{lead}}} 589824" in text  # 9 << 16 | 0
+    assert f"DCGM_FI_DEV_PCI_COMBINED_ID{{{lead}}} 590352606" in text  # 0x233010DE
+    p2p = [line for line in text.splitlines() if line.startswith("DCGM_EXP_P2P_STATUS{")]
+    assert len(p2p) == 12, p2p
+    assert f'DCGM_EXP_P2P_STATUS{{{lead},link_status="OK",peer_gpu="0"}} 0' in p2p
+    assert f'DCGM_EXP_P2P_STATUS{{{lead},link_status="TopologyNotSupported",peer_gpu="3"}} 3' in p2p
+    assert exporter.trace_path is not None
+    calls = exporter.trace_path.read_text().splitlines()
+    assert sum(line.startswith("nvmlDeviceGetP2PStatus ") for line in calls) == 12, "once per pair, at discovery"

@@ -123,7 +123,8 @@ def test_memory_not_in_whole_mib_differs_by_less_than_one_mib() -> None:
 def every_field_csv() -> str:
     """A dcgm-exporter counters CSV naming every DCGM field gpu-exporter serves: each catalogue row's
     compat name, each composed field and each label field, under DCGM's first name for the id."""
-    from gpu_exporter.compat_fields import COMPOSED
+    from gpu_exporter.compat import LABEL_FIELDS
+    from gpu_exporter.compat_fields import COMPOSED, IDENTITY_VALUES
     from gpu_exporter.dcgm_fields import FIELD_IDS
 
     first: dict[int, str] = {}
@@ -131,7 +132,9 @@ def every_field_csv() -> str:
         first.setdefault(number, name)
     rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name]
     rows += [f"{first[number]}, gauge, composed {number}" for number in sorted(COMPOSED)]
-    rows += ["DCGM_FI_DEV_NAME, label, name", "DCGM_FI_DEV_VBIOS_VERSION, label, vbios"]
+    # Identity (read at discovery) as values and as label fields; the P2P bitmap (64) is NVML's only.
+    rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES) if number != 64]
+    rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS) if number != 64]
     return "# every field gpu-exporter serves\n" + "\n".join(rows) + "\n"
 
 
@@ -173,7 +176,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
 
     assert lines(nvml) == lines(dcgm)
     served = {line.split("{")[0] for line in lines(nvml) if not line.startswith("#")}
-    must = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MIG_MODE"}
+    must = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MIG_MODE", "DCGM_FI_DEV_PCI_COMBINED_ID", "DCGM_FI_DEV_NVML_INDEX"}
     if "nvlink" in extra:
         must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
         must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}

@@ -26,7 +26,7 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
-from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS
+from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_VALUES, P2P_STATUS_NAMES, decimal_label
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -41,8 +41,8 @@ from gpu_exporter.snapshot import DeviceView, Frame, Rendered
 
 log = logging.getLogger(__name__)
 
-# Label fields by DCGM field id (a CSV may use any spelling of the field's name).
-_LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
+#: Label fields by DCGM field id (a CSV may use any spelling of the field's name).
+LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
     1: lambda host, _dev: host.driver_version,
     2: lambda host, _dev: host.nvml_version,
     50: lambda _host, dev: dev.name,
@@ -51,10 +51,17 @@ _LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
     57: lambda _host, dev: dev.pci_bus_id,
     55: lambda _host, dev: dev.minor_number,
     85: lambda _host, dev: dev.vbios_version,
+    51: lambda _host, dev: dev.brand,
+    56: lambda _host, dev: dev.inforom_oem_version,
+    80: lambda _host, dev: dev.inforom_ecc_version,
+    81: lambda _host, dev: dev.inforom_power_version,
+    82: lambda _host, dev: dev.inforom_image_version,
 }
+LABEL_FIELDS.update({number: decimal_label(value) for number, value in IDENTITY_VALUES.items()})
 _XID_FIELD = 230
 _XID_COUNT = 9001
 _CLOCK_COUNT = 9002
+_P2P_STATUS = 9004
 #: Framebuffer fields: quantities of the instance itself, never copied from the whole GPU.
 _FRAMEBUFFER_IDS = frozenset(range(250, 256))
 Labels = list[tuple[str, str]]
@@ -109,7 +116,7 @@ def plan(
         assert number is not None  # counters.parse accepts known names only
         reason = ""
         if counter.type == "label":
-            if number in _LABEL_FIELDS:
+            if number in LABEL_FIELDS:
                 labels.append((counter.field, number))
             else:
                 reason = "gpu-exporter has no value for this label field"
@@ -118,6 +125,8 @@ def plan(
                 items.append(_Item(counter, number))
             else:
                 reason = "the xid collector is disabled"
+        elif number in IDENTITY_VALUES or number == _P2P_STATUS:
+            items.append(_Item(counter, number))
         elif number == _CLOCK_COUNT:
             if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
                 items.append(_Item(counter, number))
@@ -140,6 +149,8 @@ def plan(
                 if not _supplied(spec, backend)
                 else f"the {spec.collector} collector is disabled"
             )
+        elif number in LABEL_FIELDS:
+            reason = "a text field: dcgm-exporter serves it as a label field (type label)"
         else:
             reason = "gpu-exporter cannot supply this field yet"
         if reason:
@@ -184,7 +195,7 @@ def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: E
         labels += [("GPU_I_PROFILE", own["profile"]), ("GPU_I_ID", own["gpu_instance"])]
     if not options.no_hostname:
         labels.append((compat.hostname_label, compat.hostname))
-    labels += [(name, _LABEL_FIELDS[number](host, device)) for name, number in compat.label_fields]
+    labels += [(name, LABEL_FIELDS[number](host, device)) for name, number in compat.label_fields]
     return labels
 
 
@@ -224,6 +235,9 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     for device in frame.devices:
         if not device.up:
             continue
+        if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
+            samples += _p2p(device.identity, _base(compat, frame.host, device.identity, None))
+            continue
         whole, instances = _monitored(device, compat)
         targets = ([None] if whole else []) + instances
         for target in targets:
@@ -240,12 +254,27 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 uid = target.uid if target is not None else device.entity.uid
                 if value is not None:
                     samples.append((base + _pods(device, options).get(uid, []), value))
+            elif item.field_id in IDENTITY_VALUES:  # a GPU instance shows its GPU's, as DCGM answers
+                value = IDENTITY_VALUES[item.field_id](device.identity)
+                uid = target.uid if target is not None else device.entity.uid
+                if value is not None:
+                    samples.append((base + _pods(device, options).get(uid, []), float(value)))
             elif item.field_id == _CLOCK_COUNT:
                 events = frame.windows.get(device.identity.uuid, ())
                 samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
     family = Metric(counter.field, counter.help, counter.type)
     family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
     return family
+
+
+def _p2p(device: DeviceIdentity, base: Labels) -> list[tuple[Labels, float]]:
+    """dcgm-exporter's DCGM_EXP_P2P_STATUS: one series per peer GPU (``link_status`` then ``peer_gpu``
+    after the label fields, as its sorted labels come out), valued by the status number."""
+    return [
+        ([*base, ("link_status", P2P_STATUS_NAMES[status] if status < 7 else "Unknown"), ("peer_gpu", str(peer))],
+         float(status))
+        for peer, status in sorted(device.p2p_nvlink)
+    ]  # fmt: skip
 
 
 def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:

@@ -1,5 +1,6 @@
 """dcgm-exporter fields beyond one catalogue row each: the DCGM fields composed from several rows,
-and, for every other DCGM_FI_DEV_* field gpu-exporter does not serve, why not.
+the identity fields read at discovery (values, label fields, the P2P status names), and, for every
+other DCGM_FI_DEV_* field gpu-exporter does not serve, why not.
 
 A *composed* field is a sum over catalogue rows of one GPU: DCGM field 112 (the clock-event reason
 bitmask) is Σ bit × ``gpu_clock_event_active{reason}``; the NVLink error totals (409, 419, 429, 439)
@@ -12,9 +13,10 @@ checks that every DCGM_FI_DEV_* id is served or has one, and the README's list i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS
 from gpu_exporter.model import Entity
 
@@ -75,21 +77,59 @@ def _composed() -> dict[int, Composed]:
 #: DCGM field id → how it is composed from catalogue rows.
 COMPOSED: dict[int, Composed] = _composed()
 
+
+def _capability(dev: DeviceIdentity) -> int | None:
+    """DCGM's packing of the CUDA compute capability (DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY, 63):
+    major << 16 | minor, as DCGM's cache manager stores nvmlDeviceGetCudaComputeCapability's pair."""
+    return None if dev.compute_capability is None else dev.compute_capability[0] << 16 | dev.compute_capability[1]
+
+
+def _p2p_bitmap(dev: DeviceIdentity) -> int | None:
+    """DCGM field 64 (DCGM_FI_DEV_NVLINK_P2P_STATUS): bit g set when the NVLink P2P status towards GPU
+    g is OK, as DCGM builds it from nvmlDeviceGetP2PStatus(NVML_P2P_CAPS_INDEX_NVLINK)."""
+    return sum(1 << peer for peer, status in dev.p2p_nvlink if status == 0) if dev.p2p_nvlink else None
+
+
+#: Identity fields (read once at discovery, :class:`DeviceIdentity`) that DCGM types INT64, served as
+#: values, or as label fields printed in decimal as dcgm-exporter prints an integer label; and where
+#: each comes from, for the README's field list.
+IDENTITY_SOURCES: dict[int, str] = {
+    52: "the NVML index (the `gpu` label)",
+    58: "NVML nvmlDeviceGetPciInfo pciDeviceId",
+    59: "NVML nvmlDeviceGetPciInfo pciSubSystemId",
+    63: "NVML nvmlDeviceGetCudaComputeCapability, major << 16 \\| minor",
+    64: "NVML nvmlDeviceGetP2PStatus (NVLink) towards each GPU: bit g set when OK",
+}
+IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM field id → value
+    52: lambda dev: dev.index,
+    58: lambda dev: dev.pci_device_id,
+    59: lambda dev: dev.pci_subsystem_id,
+    63: _capability,
+    64: _p2p_bitmap,
+}
+
+
+def decimal_label(value: Callable[[DeviceIdentity], int | None]) -> Callable[[HostIdentity, DeviceIdentity], str]:
+    """An integer identity field as a label field's value: decimal, as dcgm-exporter prints an INT64."""
+
+    def label(_host: HostIdentity, dev: DeviceIdentity) -> str:
+        number = value(dev)
+        return "" if number is None else str(number)
+
+    return label
+
+
+#: dcgm-exporter's link_status names of nvmlGpuP2PStatus_t 0-6 (DCGM's enum mirrors NVML's).
+P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNotSupported", "DisabledByRegKey",
+                    "NotSupported", "Unknown")  # fmt: skip
+
 #: DCGM device fields gpu-exporter does not serve, by inclusive id range, with the reason. Ranges may
 #: hold served ids too (a served id wins); ids DCGM does not define are skipped.
 NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (4, 4, "host-wide count, not a GPU's value: count(gpu_up) gives it"),
-    (51, 51, "not read yet (NVML nvmlDeviceGetBrand)"),
-    (52, 52, "not read yet as a value (the `gpu` label carries the index)"),
-    (56, 56, "not read yet (NVML nvmlDeviceGetInforomVersion)"),
-    (58, 59, "not read yet (NVML nvmlDeviceGetPciInfo pciDeviceId, pciSubSystemId)"),
     (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
-    (63, 63, "DCGM's packing of major and minor into one integer is not confirmed here; not served rather "
-     "than risk a wrong number"),
-    (64, 64, "pairwise (NVML nvmlDeviceGetP2PStatus per GPU pair); not read yet"),
     (68, 77, "CPU affinity bitmasks, CUDA_VISIBLE_DEVICES text, confidential-compute mode and MIG layout "
      "records: not per-GPU samples, or not read yet"),
-    (80, 82, "not read yet (NVML nvmlDeviceGetInforomVersion, nvmlDeviceGetInforomImageVersion)"),
     (83, 84, "not read yet (NVML nvmlDeviceGetInforomConfigurationChecksum, nvmlDeviceValidateInforom)"),
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),

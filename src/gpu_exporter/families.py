@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from gpu_exporter.backends.base import HostIdentity
+from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import FIXED, PRECREATED_XIDS, MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.events import XidTally
@@ -97,13 +97,30 @@ def device_families(
         ident = device.identity
         base = {"gpu": str(ident.index), "uuid": ident.uuid}
         identity = (ident.name, ident.pci_bus_id, ident.serial, host.driver_version, host.cuda_version,
-                    ident.vbios_version, ident.board_part_number, ident.minor_number, ident.mig_mode)  # fmt: skip
+                    ident.vbios_version, ident.board_part_number, ident.minor_number, ident.mig_mode,
+                    *_more_identity(ident))  # fmt: skip
         _labelled("gpu_info", (*base.values(), *identity), 1, info)
         _add(up, base, 1 if device.up else 0)
     families = [info, up, mig_info, *entity_families(rows, [d.samples for d in devices], {"gpu_mig_info": mig_info})]
     if events is not None:
         families.extend(event_families(devices, events))
     return families
+
+
+def _more_identity(ident: DeviceIdentity) -> tuple[str, ...]:
+    """``gpu_info``'s brand, compute capability (``9.0``), PCI device and subsystem ids (``0x233010DE``,
+    as nvidia-smi prints them) and inforom versions; empty where the backend did not report them."""
+    capability = ident.compute_capability
+    return (
+        ident.brand,
+        f"{capability[0]}.{capability[1]}" if capability is not None else "",
+        f"0x{ident.pci_device_id:08X}" if ident.pci_device_id is not None else "",
+        f"0x{ident.pci_subsystem_id:08X}" if ident.pci_subsystem_id is not None else "",
+        ident.inforom_image_version,
+        ident.inforom_oem_version,
+        ident.inforom_ecc_version,
+        ident.inforom_power_version,
+    )
 
 
 def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric]:

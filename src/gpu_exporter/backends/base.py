@@ -47,7 +47,7 @@ class MigIdentity:
 
 @dataclass(frozen=True)
 class DeviceIdentity:
-    """Static facts about one physical GPU, read once at discovery. Empty string = not reported."""
+    """Static facts about one physical GPU, read once at discovery. Empty string or None = not reported."""
 
     index: int
     uuid: str
@@ -60,6 +60,16 @@ class DeviceIdentity:
     mig_mode: str = ""
     migs: tuple[MigIdentity, ...] = ()
     nvlinks: tuple[int, ...] = ()  # NVLink numbers the GPU reports a state for
+    brand: str = ""  # DCGM's brand name (field 51: "Tesla", "NVIDIA", ...) for NVML's brand number
+    inforom_image_version: str = ""  # nvmlDeviceGetInforomImageVersion, DCGM field 82
+    inforom_oem_version: str = ""  # nvmlDeviceGetInforomVersion(OEM), DCGM field 56
+    inforom_ecc_version: str = ""  # nvmlDeviceGetInforomVersion(ECC), DCGM field 80
+    inforom_power_version: str = ""  # nvmlDeviceGetInforomVersion(POWER), DCGM field 81
+    pci_device_id: int | None = None  # nvmlPciInfo_t pciDeviceId: device id << 16 | vendor id (DCGM 58)
+    pci_subsystem_id: int | None = None  # nvmlPciInfo_t pciSubSystemId (DCGM 59)
+    compute_capability: tuple[int, int] | None = None  # CUDA (major, minor), DCGM 63 packs major << 16 | minor
+    #: (peer GPU index, NVML P2P status over NVLink: nvmlGpuP2PStatus_t, 0 OK) for each peer that answered.
+    p2p_nvlink: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,14 @@ INFO_LABELS: tuple[str, ...] = (
     "board_part_number",
     "minor_number",
     "mig_mode",
+    "brand",
+    "compute_capability",
+    "pci_device_id",
+    "pci_subsystem_id",
+    "inforom_image_version",
+    "inforom_oem_version",
+    "inforom_ecc_version",
+    "inforom_power_version",
 )
 #: Labels of ``gpu_mig_info``, in order.
 MIG_INFO_LABELS: tuple[str, ...] = (*DEVICE_LABELS, *MIG_LABELS, "mig_uuid", "name")

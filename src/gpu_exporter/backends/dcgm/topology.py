@@ -2,7 +2,8 @@
 
 Built from the entity list and the identity fields (sampled once per discovery): field 52 gives
 the NVML index used as the ``gpu`` label, 54 the UUID, 50 the name (on a MIG GPU instance: its
-profile, e.g. ``3g.40gb``), 67 the MIG mode; 1, 2 and 5 (global fields) the host's versions.
+profile, e.g. ``3g.40gb``), 67 the MIG mode, 51 the brand, 56 and 80-82 the inforom versions, 58 and
+59 the PCI ids, 63 the compute capability; 1, 2 and 5 (global fields) the host's versions.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU_I,
     FE_LINK,
     FE_SWITCH,
+    FI_BRAND,
+    FI_COMPUTE_CAPABILITY,
     FI_CUDA_DRIVER_VERSION,
     FI_DRIVER_VERSION,
+    FI_INFOROM_ECC,
+    FI_INFOROM_IMAGE,
+    FI_INFOROM_OEM,
+    FI_INFOROM_POWER,
     FI_MIG_MODE,
     FI_MINOR_NUMBER,
     FI_NAME,
     FI_NVML_INDEX,
     FI_NVML_VERSION,
     FI_PCI_BUS_ID,
+    FI_PCI_COMBINED_ID,
+    FI_PCI_SUBSYS_ID,
     FI_SERIAL,
     FI_UUID,
     FI_VBIOS_VERSION,
@@ -93,6 +102,15 @@ def text(value: object) -> str:
     return str(value)
 
 
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _capability(value: object) -> tuple[int, int] | None:
+    """DCGM field 63 packs the CUDA compute capability as major << 16 | minor."""
+    return (value >> 16, value & 0xFFFF) if isinstance(value, int) else None
+
+
 def build(entities: Sequence[Entity], values: Values) -> Topology:
     """Device identities (sorted by NVML index), MIG devices in (GPU instance, compute instance)
     order, and which GPU owns each GPU, GPU instance and compute instance entity."""
@@ -138,6 +156,14 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 mig_mode={1: "enabled", 0: "disabled"}.get(mig_mode, "") if isinstance(mig_mode, int) else "",
                 migs=tuple(migs),
                 nvlinks=topology.port_numbers(FE_GPU, gpu.id),
+                brand=text(own.get(FI_BRAND)),
+                inforom_image_version=text(own.get(FI_INFOROM_IMAGE)),
+                inforom_oem_version=text(own.get(FI_INFOROM_OEM)),
+                inforom_ecc_version=text(own.get(FI_INFOROM_ECC)),
+                inforom_power_version=text(own.get(FI_INFOROM_POWER)),
+                pci_device_id=_integer(own.get(FI_PCI_COMBINED_ID)),
+                pci_subsystem_id=_integer(own.get(FI_PCI_SUBSYS_ID)),
+                compute_capability=_capability(own.get(FI_COMPUTE_CAPABILITY)),
             )
         )
         topology.gpus[uuid] = gpu.id

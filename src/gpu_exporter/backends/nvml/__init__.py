@@ -28,7 +28,7 @@ from gpu_exporter.backends.base import (
     RawReading,
     Request,
 )
-from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu
+from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_p2p
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
 from gpu_exporter.backends.nvml.processes import ProcessReader
@@ -132,6 +132,7 @@ class NvmlBackend:
                 devices.append(known)
                 handles[known.uuid] = self._handles[known.uuid]
                 mig_handles.update({key: h for key, h in self._mig_handles.items() if key[0] == known.uuid})
+        devices = with_p2p(devices, handles)
         changed = set(handles) != set(self._handles)
         self._handles, self._mig_handles = handles, mig_handles
         self._by_index = {device.index: device for device in devices}

@@ -1,10 +1,13 @@
 """Finding what NVML sees: ``nvmlInit`` with a hint a human can act on when it fails, the host's
-versions, and each GPU's identity, NVLinks and MIG devices with their handles."""
+versions, and each GPU's identity (names, PCI ids, brand, inforom versions, compute capability),
+NVLinks, MIG devices with their handles, and the NVLink P2P status between GPUs. All read once per
+discovery, never per interval."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,28 @@ import pynvml
 
 from gpu_exporter.backends.base import BackendUnavailable, DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.backends.nvml.readers import MAX_LINKS, Handle, text
+
+#: NVML brand number (nvmlBrandType_t) → the name DCGM stores in field 51 (DCGM_FI_DEV_BRAND); a
+#: number not listed is "Unknown", as DCGM writes it.
+BRANDS: dict[int, str] = {
+    0: "Unknown",
+    1: "Quadro",
+    2: "Tesla",
+    3: "NVS",
+    4: "Grid",
+    5: "GeForce",
+    6: "Titan",
+    7: "NVIDIA Virtual Applications",
+    8: "NVIDIA Virtual PC",
+    9: "NVIDIA Virtual Compute Server",
+    10: "NVIDIA RTX Virtual Workstation",
+    11: "NVIDIA vGaming",
+    12: "Quadro RTX",
+    13: "NVIDIA RTX",
+    14: "NVIDIA",
+    15: "GeForce RTX",
+    16: "Titan RTX",
+}
 
 # Init failures → (reason, what the operator should do).
 _INIT_HINTS: dict[int, tuple[str, str]] = {
@@ -97,12 +122,21 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         except pynvml.NVMLError:
             return ""
 
+    def number(call: Callable[[Handle], Any]) -> Any:
+        try:
+            return call(handle)
+        except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+            return None
+
     mig_mode, migs = _migs(uuid, handle, mig_handles)
+    pci = number(pynvml.nvmlDeviceGetPciInfo)
+    brand = number(pynvml.nvmlDeviceGetBrand)
+    capability = number(pynvml.nvmlDeviceGetCudaComputeCapability)
     return DeviceIdentity(
         index=index,
         uuid=uuid,
         name=identity(pynvml.nvmlDeviceGetName),
-        pci_bus_id=identity(lambda h: pynvml.nvmlDeviceGetPciInfo(h).busId),
+        pci_bus_id=text(pci.busId) if pci is not None else "",
         serial=identity(pynvml.nvmlDeviceGetSerial),
         vbios_version=identity(pynvml.nvmlDeviceGetVbiosVersion),
         board_part_number=identity(pynvml.nvmlDeviceGetBoardPartNumber),
@@ -110,7 +144,36 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         mig_mode=mig_mode,
         migs=migs,
         nvlinks=_links(handle),
+        brand=BRANDS.get(brand, "Unknown") if isinstance(brand, int) else "",
+        inforom_image_version=identity(pynvml.nvmlDeviceGetInforomImageVersion),
+        inforom_oem_version=identity(lambda h: pynvml.nvmlDeviceGetInforomVersion(h, pynvml.NVML_INFOROM_OEM)),
+        inforom_ecc_version=identity(lambda h: pynvml.nvmlDeviceGetInforomVersion(h, pynvml.NVML_INFOROM_ECC)),
+        inforom_power_version=identity(lambda h: pynvml.nvmlDeviceGetInforomVersion(h, pynvml.NVML_INFOROM_POWER)),
+        pci_device_id=int(pci.pciDeviceId) if pci is not None else None,
+        pci_subsystem_id=int(pci.pciSubSystemId) if pci is not None else None,
+        compute_capability=(int(capability[0]), int(capability[1])) if capability is not None else None,
     )
+
+
+def with_p2p(devices: Sequence[DeviceIdentity], handles: Mapping[str, Handle]) -> list[DeviceIdentity]:
+    """Each GPU with ``nvmlDeviceGetP2PStatus(gpu, peer, NVML_P2P_CAPS_INDEX_NVLINK)`` for every other
+    GPU (as DCGM asks for its P2P status, once per discovery: N × (N - 1) calls); a pair that fails
+    is left out."""
+    out = []
+    for device in devices:
+        peers = []
+        for peer in devices:
+            if peer.uuid == device.uuid or device.uuid not in handles or peer.uuid not in handles:
+                continue
+            try:
+                status = pynvml.nvmlDeviceGetP2PStatus(
+                    handles[device.uuid], handles[peer.uuid], pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+                )
+            except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+                continue
+            peers.append((peer.index, int(status)))
+        out.append(replace(device, p2p_nvlink=tuple(peers)))
+    return out
 
 
 def _links(handle: Handle) -> tuple[int, ...]:

@@ -85,3 +85,31 @@ def test_xid_texts_out_of_process(fakenvml_dir: Path, tmp_path: Path, codes: tup
             assert (xid["last"], xid["description"]) == (code, XID_CODES[code].description), gpu
             seen = {dict(labels)["xid"] for labels in parsed["gpu_xid_errors_total"] if dict(labels)["gpu"] == str(gpu)}
             assert seen == {str(c) for c in {*PRECREATED_XIDS, code}}, gpu
+
+
+def test_xid_count_window_forgets_old_xids(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """DCGM_EXP_XID_ERRORS_COUNT counts the Xids of the last -x milliseconds: one series per code
+    while they are in the window, then dcgm-exporter's single zero series without ``xid``."""
+    scenario = tmp_path / "xid.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu2.xid = 13@0.3,13@0.4,48@0.5\n")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "-f", str(FIXTURE), "-c", "200", "-x", "2000")
+    seen: list[dict[str, float]] = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            parsed = samples(exporter.metrics())
+            counts = {
+                dict(labels).get("xid", ""): v
+                for labels, v in parsed["DCGM_EXP_XID_ERRORS_COUNT"].items()
+                if dict(labels)["gpu"] == "2"
+            }
+            if not seen or seen[-1] != counts:
+                seen.append(counts)
+            if len(seen) > 1 and counts == {"": 0.0}:
+                break
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    assert {"13": 2.0, "48": 1.0} in seen  # within the window
+    assert seen[-1] == {"": 0.0}  # 2 s later: forgotten
+    assert all(set(labels) >= {"window_size_in_ms"} for labels in map(dict, parsed["DCGM_EXP_XID_ERRORS_COUNT"]))

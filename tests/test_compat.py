@@ -584,10 +584,12 @@ def test_xid_err_msg_texts_are_dcgm_exporters(code: int, text: str) -> None:
 def test_mig_gpu_reports_instances_only_and_sums_right(fakenvml_dir: Path, tmp_path: Path) -> None:
     keys = scenario_values(SCENARIOS / "mig.scn")
     shapes = {}
-    for devices in ("f", "g+i", "g", "i", "i:1-1"):
+    logs = {}
+    for devices in ("f", "g+i", "g", "i", "i:1,9"):
         exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "mig.scn", "-d", devices)
         try:
             shapes[devices] = samples(exporter.metrics())
+            logs[devices] = exporter.log()
         finally:
             exporter.stop()
     flex = shapes["f"]
@@ -600,7 +602,9 @@ def test_mig_gpu_reports_instances_only_and_sums_right(fakenvml_dir: Path, tmp_p
     assert [dict(labels).get("GPU_I_ID") for labels in shapes["g"]["DCGM_FI_DEV_FB_USED"]] == [None]
     assert sorted(dict(labels)["GPU_I_ID"] for labels in shapes["i"]["DCGM_FI_DEV_GPU_TEMP"]) == ["1", "13", "5"]
     # i:IDS are DCGM's GPU-instance entity ids (GPU 0's second instance is 1), not GPU_I_ID values
-    assert [dict(labels)["GPU_I_ID"] for labels in shapes["i:1-1"]["DCGM_FI_DEV_FB_USED"]] == ["5"]
+    assert [dict(labels)["GPU_I_ID"] for labels in shapes["i:1,9"]["DCGM_FI_DEV_FB_USED"]] == ["5"]
+    assert logs["i:1,9"].count("-d: GPU instance 9 is not on this host") == 1  # dcgm-exporter would not start
+    assert "is not on this host" not in logs["i"]
     assert sum(shapes["i"]["DCGM_FI_DEV_FB_USED"].values()) == sum(used)
 
 

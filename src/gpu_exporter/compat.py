@@ -26,6 +26,7 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.compat_devices import monitored, unmatched_ids
 from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_VALUES, P2P_STATUS_NAMES, decimal_label
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
@@ -168,7 +169,14 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     """Render frames in dcgm-exporter's names (text format only), self-metrics appended natively,
     both through the one encoder with their naming profiles."""
 
+    unchecked = [True]
+
     def render_compat(frame: Frame) -> Rendered:
+        if unchecked[0] and any(device.up for device in frame.devices):
+            unchecked[0] = False
+            for missing in unmatched_ids(compat.options.devices, frame):
+                log.warning("-d: %s is not on this host; nothing is reported for it", missing)
+
         def text() -> bytes:  # built when a scrape first asks for it
             families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
             own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
@@ -199,35 +207,6 @@ def _base(compat: CompatPlan, host: HostIdentity, device: DeviceIdentity, mig: E
     return labels
 
 
-#: DCGM numbers GPU instances host-wide: GPU id × 8 (DCGM_MAX_INSTANCES_PER_GPU) + the instance's
-#: place among its GPU's instances. ``-d i:IDS`` selects by these entity ids, as dcgm-exporter does.
-MAX_INSTANCES_PER_GPU = 8
-
-
-def _monitored(device: DeviceView, compat: CompatPlan) -> tuple[bool, list[Entity]]:
-    """What ``-d`` reports of one GPU: whether the whole GPU, and which GPU instances (one per GPU
-    instance, its first compute instance). The default ``f``: a GPU in MIG mode is reported as its
-    GPU instances only, other GPUs as themselves. ``g:IDS`` picks GPUs by index; ``i:IDS`` picks GPU
-    instances by DCGM's host-wide GPU-instance entity id (GPU index × 8 + the instance's place on
-    its GPU, instances in GPU-instance-id order), not by the ``GPU_I_ID`` label."""
-    chosen = compat.options.devices
-    instances: dict[int, Entity] = {}
-    for entity in device.samples:
-        if entity.kind == "mig":
-            instances.setdefault(int(dict(entity.labels)["gpu_instance"]), entity)
-    ordered = [instances[gi] for gi in sorted(instances)]
-    if chosen.flex:
-        return not ordered, ordered
-    whole = chosen.gpus and (chosen.gpu_ids is None or device.identity.index in chosen.gpu_ids)
-    first = device.identity.index * MAX_INSTANCES_PER_GPU
-    wanted = [
-        entity
-        for place, entity in enumerate(ordered)
-        if chosen.instances and (chosen.instance_ids is None or first + place in chosen.instance_ids)
-    ]
-    return whole, wanted
-
-
 def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     counter = item.counter
     options = compat.options
@@ -238,7 +217,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
         if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
             samples += _p2p(device.identity, _base(compat, frame.host, device.identity, None))
             continue
-        whole, instances = _monitored(device, compat)
+        whole, instances = monitored(device, compat.options.devices)
         targets = ([None] if whole else []) + instances
         for target in targets:
             base = _base(compat, frame.host, device.identity, target)

@@ -45,7 +45,9 @@ def _window(pid: int) -> tuple[float, float, procfs.HostTimes]:
     return procfs.cpu_seconds(pid), time.monotonic(), procfs.host_times()
 
 
-def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: float) -> tuple[dict[str, Any], Scrape]:
+def measure(
+    running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: float, headline: bool = True
+) -> tuple[dict[str, Any], Scrape]:
     """Measure ``running`` once; returns the figures and the exposition it served after warm-up."""
     pid = running.pid
     url = running.url
@@ -72,7 +74,7 @@ def measure(running: Running, plan: Plan, wrk_path: str, expect: bytes, idle_s: 
     idle_rate = idle_cpu / idle_window
     other_cores = max(0.0, (host1.busy - host0.busy) - idle_cpu) / idle_window
 
-    prometheus = _prometheus_window(running, plan)
+    prometheus = _prometheus_window(running, plan) if headline else {"cpu_s_per_min": None, "scrape_ms": []}
     scrapes_done += len(prometheus["scrape_ms"])
 
     # Scrapes with one client (as Prometheus scrapes), up to plan.scrapes in total since start.

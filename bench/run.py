@@ -325,7 +325,7 @@ def _measure_all(
                         _log(f"  floor {point['figures']['prometheus_cpu_s_per_min']:.3f} s/min")
                     else:
                         idle = plan.ceiling_idle_s if system == CEILING else plan.idle_s
-                        figures, exposition = measure(running, plan, wrk_path, expect, idle)
+                        figures, exposition = measure(running, plan, wrk_path, expect, idle, system != CEILING)
                         point["figures"] = figures
                     if system == GPU_EXPORTER:
                         body = work / f"exposition-{size.key}-run{run}.txt"

@@ -2,7 +2,8 @@
 snapshot share one encoding per format.
 
 The exporter runs as a process on the fake NVML; ``--log.level debug`` makes it log each encoding
-it makes ("encoded openmetrics+gzip for a snapshot: ..."), which is what is counted here.
+it makes ("encoded openmetrics for a snapshot: ...", "compressed openmetrics ..."), which is what
+is counted here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ PROMETHEUS = {
 
 
 def _encodings(exporter: Exporter) -> list[str]:
-    return re.findall(r"encoded (\S+) for a snapshot", exporter.log())
+    return re.findall(r"((?:encoded|compressed) \S+) for a snapshot", exporter.log())
 
 
 def test_nothing_is_encoded_without_a_scrape_and_once_per_format_under_concurrent_scrapes(
@@ -62,7 +63,9 @@ def test_nothing_is_encoded_without_a_scrape_and_once_per_format_under_concurren
         assert responses[0].headers["content-type"].startswith("application/openmetrics-text")
         assert responses[0].content.endswith(b"# EOF\n")
         made = _encodings(exporter)  # of that one snapshot
-        assert sorted(made) == ["openmetrics+gzip", "text", "text+gzip"], made
+        assert sorted(made) == ["compressed openmetrics", "compressed text", "encoded openmetrics", "encoded text"], (
+            made
+        )
     finally:
         exporter.stop()
 

@@ -47,6 +47,10 @@ __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
 
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
+#: Reads (GPUs, the fabric) in flight at once; more wait for one to finish (see Sampler._trigger).
+READ_CONCURRENCY = 4
+#: A read busy this long (real seconds) no longer counts against READ_CONCURRENCY.
+SLOW_READ_SECONDS = 0.05
 #: How long a GPU that left the driver's device list keeps reporting gpu_up 0 before it is forgotten.
 VANISHED_RETENTION_SECONDS = 3600.0
 # How often GPUs are enumerated again while all answer: picks up MIG instances created or destroyed
@@ -168,7 +172,7 @@ class Sampler:
         notes = _CycleNotes()
         for state in self._roots():  # a read that finished after the last cycle's wait: fold it before
             self._take(state, notes)  # the next read replaces it (a first read asks for every row)
-        triggered = [state for state in self._roots() if self._open and state.worker.trigger(cycle)]
+        triggered = self._trigger(cycle) if self._open else []
         self._wait(lambda: all(state.worker.busy_since is None for state in triggered), deadline)
         now = self._clock()
         self._tallies.add(self._backend.drain_events())
@@ -181,6 +185,35 @@ class Sampler:
         snapshot = self._build(self._clock() - started, views, events, fabric, notes)
         self.snapshot = snapshot  # the single reference swap scrapes read
         return snapshot
+
+    def _trigger(self, cycle: int) -> list[RootState]:
+        """Trigger every idle root's worker, at most ``READ_CONCURRENCY`` reading at once: dozens of
+        reader threads started together spend kernel time handing the GIL to each other (every NVML
+        call releases it; at 64 GPUs on the fake about half the system CPU of a cycle). A read still
+        busy ``SLOW_READ_SECONDS`` (real time) after its trigger stops counting, so a slow or hung
+        GPU never holds the others back."""
+        triggered: list[RootState] = []
+        started: list[float] = []
+        pending = self._roots()[::-1]
+
+        def reading() -> int:
+            now = time.monotonic()
+            return sum(
+                1
+                for state, at in zip(triggered, started, strict=True)
+                if state.worker.busy_since is not None and now - at < SLOW_READ_SECONDS
+            )
+
+        while pending:
+            while pending and reading() < READ_CONCURRENCY:
+                state = pending.pop()
+                if state.worker.trigger(cycle):
+                    triggered.append(state)
+                    started.append(time.monotonic())
+            if pending:
+                with self._done:
+                    self._done.wait_for(lambda: reading() < READ_CONCURRENCY, timeout=SLOW_READ_SECONDS)
+        return triggered
 
     def _wait(self, finished: Callable[[], bool], deadline: float) -> None:
         with self._done:

@@ -115,6 +115,10 @@ FORMATS = ("text", "openmetrics")
 GZIP_LEVEL = 1
 
 
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
 class Rendered:
     """The exposition of one snapshot, encoded on demand: each encoding a scrape may ask for (text
     or OpenMetrics, plain or gzip) is made at most once, by the first caller that asks for it, and
@@ -143,20 +147,23 @@ class Rendered:
         if key in self._made:
             return self._made[key]
         with self._lock:
+            if (name, False) not in self._made:
+                started = time.perf_counter()
+                self.encodings += 1
+                plain = self._made[(name, False)] = self._encoder(name)
+                if plain is not None:
+                    log.debug("encoded %s for a snapshot: %d bytes in %.2f ms", name, len(plain), _ms(started))
             if key not in self._made:
                 started = time.perf_counter()
-                if (name, False) not in self._made:
-                    self.encodings += 1
-                    self._made[(name, False)] = self._encoder(name)
                 plain = self._made[(name, False)]
-                if gzipped:
-                    self._made[key] = None if plain is None else gzip.compress(plain, GZIP_LEVEL, mtime=0)
-                made = self._made[key]
-                if made is not None:
+                self._made[key] = None if plain is None else gzip.compress(plain, GZIP_LEVEL, mtime=0)
+                if plain is not None:
                     log.debug(
-                        "encoded %s%s for a snapshot: %d bytes in %.2f ms", name, "+gzip" if gzipped else "",
-                        len(made), (time.perf_counter() - started) * 1000,
-                    )  # fmt: skip
+                        "compressed %s for a snapshot: %d bytes in %.2f ms",
+                        name,
+                        len(self._made[key] or b""),
+                        _ms(started),
+                    )
             return self._made[key]
 
     @property

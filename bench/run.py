@@ -340,10 +340,12 @@ def _measure_all(
                 points.append(point)
                 if "figures" in point and "latency" in point["figures"]:
                     f = point["figures"]
+                    headline = f["prometheus_cpu_s_per_min"]
                     _log(
                         f"  p50 {f['latency']['c1']['p50_ms']:.3f} ms, sampling {f['sampling_cpu_s_per_min']:.3f} "
                         f"s/min, with a Prometheus scrape every {plan.prometheus_every_s:g} s "
-                        f"{f['prometheus_cpu_s_per_min']:.3f} s/min, RSS {f['rss_after_scrapes_bytes'] / 2**20:.1f} MiB"
+                        f"{'–' if headline is None else f'{headline:.3f}'} s/min, "
+                        f"RSS {f['rss_after_scrapes_bytes'] / 2**20:.1f} MiB"
                     )
     return points
 

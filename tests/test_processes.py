@@ -86,6 +86,24 @@ def test_every_process_with_its_values_name_and_user(fakenvml_dir: Path, tmp_pat
     assert value(parsed, "gpu_exporter_collector_success", collector="processes") == 1
 
 
+def _fresh(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def test_owners_named_from_a_mounted_passwd_file(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """In a container the exporter's own user database does not know the host's users: --path.passwd
+    names them from the host's file; a uid the file lacks stays a number."""
+    passwd = tmp_path / "host-passwd"
+    passwd.write_text("# the host's users\nroot:x:0:0::/root:/bin/sh\nbroken line\nlab-admin:x:0:0::/:/bin/sh\n")
+    parsed = samples(_run(fakenvml_dir, tmp_path, "--path.passwd", str(passwd)))
+    assert value(parsed, "gpu_processes", gpu="0", pid="4242", process="python3", user="root") == 1
+    assert value(parsed, "gpu_processes", gpu="0", pid="4444", user="4000") == 1
+    passwd.write_text("ops:x:4000:4000::/:/bin/sh\n")
+    assert value(samples(_run(fakenvml_dir, _fresh(tmp_path / "again"), "--path.passwd", str(passwd))),
+                 "gpu_processes", gpu="0", pid="4444", user="ops") == 1  # fmt: skip
+
+
 def test_processes_beyond_the_limit_fold_into_one_series(fakenvml_dir: Path, tmp_path: Path) -> None:
     parsed = samples(_run(fakenvml_dir, tmp_path, "--collector.processes.max-per-gpu", "1"))
     gpu0 = {"gpu": "0", "uuid": "GPU-4a1e0c2d-0b7f-4c3a-9e21-5d8f6a0b1c00"}

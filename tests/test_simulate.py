@@ -53,7 +53,8 @@ def test_default_is_eight_busy_h100s_marked_simulated(tmp_path: Path) -> None:
     assert value(first, "gpu_clock_event_active", gpu="3", reason="hw_thermal") == 1
     # GPU 2 is shared by processes of two users (the simulated /proc shipped with the scenario)
     shared = [dict(labels) for labels in first["gpu_processes"] if dict(labels)["gpu"] == "2"]
-    assert {p["process"] for p in shared} == {"python3", "ipykernel"} and len({p["user"] for p in shared}) == 2
+    assert {p["process"] for p in shared} == {"python3", "ipykernel"}
+    assert {p["user"] for p in shared} == {"asha", "bruno"}  # named by the built-in's passwd, not this host's
     assert "SIMULATED host: --simulate default" in page
     assert api["simulated"].startswith("--simulate default") and len(api["gpus"]) == 8
 

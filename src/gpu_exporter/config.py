@@ -65,6 +65,7 @@ class Settings:
     rediscover_interval: float = 30.0
     max_processes: int = 16
     procfs: str = "/proc"
+    passwd: str = ""
     hpc_job_dir: str = ""
     dcgm_exporter: DcgmOptions = DcgmOptions()
 
@@ -265,6 +266,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--path.procfs", "procfs", ("path", "procfs"), str,
            "Where the host's /proc is mounted, for process names and owners (default /proc; in a container, "
            "mount the host's /proc there and share the host PID namespace).", "PATH"),
+    Option("--path.passwd", "passwd", ("path", "passwd"), _file_name,
+           "A passwd file to name process owners from (e.g. the host's /etc/passwd mounted into the container, "
+           "whose own user database does not know the host's users); default: the exporter's own user "
+           "database.", "FILE"),
     Option("--hpc-job-mapping-dir", "hpc_job_dir", ("hpc-job-mapping-dir",), str,
            "Directory of per-GPU job files (named by GPU index, or index.GPU-instance for MIG, holding job ids) "
            "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job "
@@ -399,8 +404,8 @@ def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _simulation(values: dict[str, Any]) -> None:
     """--simulate reads no GPU library: it is its own backend; a built-in's processes get the
-    simulated /proc shipped with it unless --path.procfs is given."""
-    from gpu_exporter.simulate.builtins import procfs_of
+    simulated /proc (and the passwd naming their owners) shipped with it unless --path.procfs is given."""
+    from gpu_exporter.simulate.builtins import passwd_of, procfs_of
 
     if values.get("backend", "auto") not in ("auto", "simulate"):
         raise ConfigError(f"--simulate and --backend={values['backend']} exclude each other: drop one of them")
@@ -408,6 +413,8 @@ def _simulation(values: dict[str, Any]) -> None:
     procfs = procfs_of(values["simulate"])
     if procfs and "procfs" not in values:
         values["procfs"] = procfs
+        if "passwd" not in values:  # the simulated processes' owners, whatever this host's users are
+            values["passwd"] = passwd_of(values["simulate"])
 
 
 def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], env: Mapping[str, str]) -> Settings:

@@ -92,8 +92,9 @@ class Attributor:
         pod_names: PodNames | None = None,
         slices: Slices | None = None,
         api_pods: PodNames | None = None,
+        passwd: Path | None = None,
     ) -> None:
-        self._names = ProcessNames(procfs)
+        self._names = ProcessNames(procfs, passwd)
         self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
         self._kubelet = kubelet
@@ -240,7 +241,14 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
 
     slices, api_pods = api_sources(settings) if settings.kubernetes else (None, None)
     return Attributor(
-        Path(settings.procfs), settings.max_processes, settings.hpc_job_dir, kubelet, names, slices, api_pods
+        Path(settings.procfs),
+        settings.max_processes,
+        settings.hpc_job_dir,
+        kubelet,
+        names,
+        slices,
+        api_pods,
+        Path(settings.passwd) if settings.passwd else None,
     )
 
 

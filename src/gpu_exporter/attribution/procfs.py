@@ -2,7 +2,9 @@
 
 ``process`` is the short name (``/proc/PID/comm``, never the command line, which may hold secrets)
 and ``user`` the owner of ``/proc/PID`` (the real uid of ``/proc/PID/status``) as a name where the
-exporter's user database resolves it, else the number. A pid whose entry is missing (it exited, or
+user database resolves it, else the number: the exporter's own (``pwd``) or, with
+``--path.passwd``, a passwd file (the host's ``/etc/passwd`` mounted into a container, whose own
+database does not know the host's users). A pid whose entry is missing (it exited, or
 the exporter does not share the host's PID namespace) gets empty names: absent, never wrong. A
 lookup is cached per pid and start time (``/proc/PID/stat`` field 22), so a reused pid is looked
 up again. Files are read with a size bound and decoded leniently: a hostile name cannot break a
@@ -20,6 +22,7 @@ from gpu_exporter.attribution.cgroups import parse as parse_cgroups
 
 _MAX_BYTES = 4096
 _CACHE_MAX = 4096
+_MAX_PASSWD_BYTES = 4 << 20
 
 
 def _read(path: Path) -> str:
@@ -39,8 +42,9 @@ class ProcessFacts:
 class ProcessNames:
     """Cached facts by pid (and start time) for one procfs root."""
 
-    def __init__(self, root: Path = Path("/proc")) -> None:
+    def __init__(self, root: Path = Path("/proc"), passwd: Path | None = None) -> None:
         self._root = root
+        self._users = Users(passwd)
         self._cache: dict[int, tuple[str, ProcessFacts]] = {}
 
     def facts(self, pid: int) -> ProcessFacts:
@@ -70,7 +74,7 @@ class ProcessNames:
             if line.startswith("Uid:"):
                 parts = line.split()
                 if len(parts) > 1 and parts[1].isdigit():
-                    user = _user(int(parts[1]))
+                    user = self._users.name(int(parts[1]))
                 break
         facts = ProcessFacts(name, user, workload)
         if len(self._cache) >= _CACHE_MAX:
@@ -84,8 +88,39 @@ class ProcessNames:
         return facts.name, facts.user
 
 
-def _user(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
+class Users:
+    """User names by uid: from a passwd file (``name:password:uid:...`` lines, read again when it
+    changes) or, without one, from the exporter's own user database. An unknown uid is its number."""
+
+    def __init__(self, passwd: Path | None = None) -> None:
+        self._passwd = passwd
+        self._stamp: tuple[int, int] | None = None
+        self._names: dict[int, str] = {}
+
+    def name(self, uid: int) -> str:
+        if self._passwd is None:
+            try:
+                return pwd.getpwuid(uid).pw_name
+            except KeyError:
+                return str(uid)
+        self._reload()
+        return self._names.get(uid, str(uid))
+
+    def _reload(self) -> None:
+        assert self._passwd is not None
+        try:
+            info = self._passwd.stat()
+            stamp = (info.st_mtime_ns, info.st_size)
+            if stamp == self._stamp:
+                return
+            with self._passwd.open("rb") as file:
+                text = file.read(_MAX_PASSWD_BYTES).decode("utf-8", "replace")
+        except OSError:
+            self._stamp, self._names = None, {}  # unreadable now: numbers, and try again next time
+            return
+        names: dict[int, str] = {}
+        for line in text.splitlines():
+            parts = line.split(":")
+            if len(parts) >= 3 and parts[2].isdigit() and parts[0] and not line.startswith("#"):
+                names.setdefault(int(parts[2]), parts[0])
+        self._stamp, self._names = stamp, names

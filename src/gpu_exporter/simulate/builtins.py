@@ -36,6 +36,14 @@ def procfs_of(value: str) -> str:
     return str(tree) if tree.is_dir() else ""
 
 
+def passwd_of(value: str) -> str:
+    """The passwd file naming the owners of a built-in's simulated processes, "" where there is none."""
+    if value not in BUILTINS:
+        return ""
+    users = resources.files("gpu_exporter.simulate") / "scenarios" / f"{value}.passwd"
+    return str(users) if users.is_file() else ""
+
+
 def reason(value: str) -> str:
     """The backend reason of ``--simulate VALUE``: says plainly that no GPU is read."""
     return f"{SIMULATED}--simulate {value}; no GPU is read, every value comes from the scenario"

@@ -126,6 +126,7 @@ class FakeDcgm:
     threads: set[str] = field(default_factory=set)  # names of the threads that called the engine
     entity_status: dict[tuple[int, int], int] = field(default_factory=dict)  # GPU → status group add answers
     group_limit: int = GROUP_MAX_ENTITIES_4
+    p2p: dict[int, dict[int, int]] = field(default_factory=dict)  # GPU id → peer GPU id → NVLink P2P status
 
     # building the host ---------------------------------------------------------------------
     def add_gpu(self, gpu_id: int, fields: dict[int, Raw], profiling: frozenset[int] | int = frozenset()) -> None:
@@ -208,6 +209,10 @@ class FakeDcgm:
             if self.link_status_error is None  # as the real adapter: no status, no link entities
         ]
         return [*self.entity_list, *links]
+
+    def p2p_status(self) -> dict[int, dict[int, int]]:
+        self._check()
+        return {gpu: dict(peers) for gpu, peers in self.p2p.items()}
 
     def link_states(self) -> dict[tuple[int, int, int], int]:
         self._check()
@@ -466,6 +471,11 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         fields[59] = int64(int(own.get("pci.subsystem_id", "0"), 0))
         if "compute_capability.major" in own and "compute_capability.minor" in own:
             fields[63] = int64(int(own["compute_capability.major"]) << 16 | int(own["compute_capability.minor"]))
+        peers = {
+            int(k.split(".")[1]): int(v, 0) for k, v in own.items() if k.startswith("p2p.") and k.endswith(".nvlink")
+        }
+        if peers:  # the pairs the fake NVML answers for (its other pairs are NOT_SUPPORTED, left out)
+            fake.p2p[gpu] = peers
         links = sorted({int(k.split(".")[1]) for k in own if k.startswith("nvlink.") and k.endswith(".state")})
         for link in links:
             fake.link_state[(FE_GPU, gpu, link)] = (

@@ -124,9 +124,13 @@ def dcgm_exporter_field_list() -> str:
     for number, composed in COMPOSED.items():
         served.setdefault(number, (names[number], composed.describe, "NVML/DCGM"))
     for number, source in IDENTITY_SOURCES.items():
-        served.setdefault(
-            number, (names[number], f"{source}, read at discovery", "NVML" if number == 64 else "NVML/DCGM")
-        )
+        served.setdefault(number, (names[number], f"{source}, read at discovery", "NVML/DCGM"))
+    served.setdefault(
+        254, (names[254], "`gpu_memory_used_bytes` ÷ (total − reserved), as DCGM computes it", "NVML/DCGM")
+    )
+    served.setdefault(
+        254, (names[254], "`gpu_memory_used_bytes` ÷ (total − reserved), as DCGM computes it", "NVML/DCGM")
+    )
     labels = ", ".join(f"`{names[number]}`" for number in sorted(LABEL_FIELDS))
     rows = ["| Field | Id | From | Backends | DCGM type |", "|---|---|---|---|---|"]
     rows += [
@@ -135,9 +139,9 @@ def dcgm_exporter_field_list() -> str:
     ]
     rows += [
         "",
-        f"Label fields (type `label`; integers in decimal): {labels}. `DCGM_EXP_P2P_STATUS` (NVML): one series "
-        "per pair of GPUs with `link_status` and `peer_gpu`, valued by NVML's P2P status over NVLink, read at "
-        "discovery.",
+        f"Label fields (type `label`; integers in decimal): {labels}. `DCGM_EXP_P2P_STATUS`: one series per "
+        "ordered pair of GPUs with `link_status` and `peer_gpu`, valued by the P2P status over NVLink (NVML "
+        "nvmlDeviceGetP2PStatus, DCGM dcgmGetNvLinkP2PStatus), read at discovery.",
         "",
         "Not served (other DCGM device fields, by id):",
         "",

@@ -7,7 +7,15 @@ from pathlib import Path
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import METRICS
 from gpu_exporter.compat import LABEL_FIELDS
-from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_VALUES, NOT_SERVED, not_served_reason
+from gpu_exporter.compat_fields import (
+    COMPOSED,
+    DOUBLE_IDS,
+    FB_USED_RATIO,
+    IDENTITY_VALUES,
+    NOT_SERVED,
+    fb_used_ratio,
+    not_served_reason,
+)
 from gpu_exporter.dcgm_fields import FIELD_IDS
 from tests.harness import SCENARIOS, start
 
@@ -21,7 +29,7 @@ def _served() -> set[int]:
         | set(COMPOSED)
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
-        | {XID_FIELD}
+        | {XID_FIELD, FB_USED_RATIO}
     )
 
 
@@ -99,3 +107,15 @@ def test_identity_fields_and_p2p_status_out_of_process(fakenvml_dir: Path, tmp_p
     assert exporter.trace_path is not None
     calls = exporter.trace_path.read_text().splitlines()
     assert sum(line.startswith("nvmlDeviceGetP2PStatus ") for line in calls) == 12, "once per pair, at discovery"
+
+
+def test_framebuffer_used_ratio_as_dcgm_computes_it() -> None:
+    """DCGM field 254: used / (total - reserved), a double in 0-1; none without used and total, or
+    when the reserved part is all of it."""
+    gib = 2**30
+    values = {"gpu_memory_used_bytes": 20 * gib, "gpu_memory_total_bytes": 81 * gib, "gpu_memory_reserved_bytes": gib}
+    assert fb_used_ratio(values) == 0.25
+    assert fb_used_ratio({"gpu_memory_used_bytes": 1.0, "gpu_memory_total_bytes": 4.0}) == 0.25  # MIG: no reserved
+    assert fb_used_ratio({"gpu_memory_total_bytes": 4.0}) is None
+    assert fb_used_ratio({**values, "gpu_memory_reserved_bytes": 81 * gib}) is None
+    assert FB_USED_RATIO in DOUBLE_IDS

@@ -124,7 +124,7 @@ def every_field_csv() -> str:
     """A dcgm-exporter counters CSV naming every DCGM field gpu-exporter serves: each catalogue row's
     compat name, each composed field and each label field, under DCGM's first name for the id."""
     from gpu_exporter.compat import LABEL_FIELDS
-    from gpu_exporter.compat_fields import COMPOSED, IDENTITY_VALUES
+    from gpu_exporter.compat_fields import COMPOSED, FB_USED_RATIO, IDENTITY_VALUES
     from gpu_exporter.dcgm_fields import FIELD_IDS
 
     first: dict[int, str] = {}
@@ -132,9 +132,10 @@ def every_field_csv() -> str:
         first.setdefault(number, name)
     rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name]
     rows += [f"{first[number]}, gauge, composed {number}" for number in sorted(COMPOSED)]
-    # Identity (read at discovery) as values and as label fields; the P2P bitmap (64) is NVML's only.
-    rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES) if number != 64]
-    rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS) if number != 64]
+    # Identity (read at discovery) as values and as label fields, and the P2P pseudo-field.
+    rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES)]
+    rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS)]
+    rows += ["DCGM_EXP_P2P_STATUS, gauge, P2P status", f"{first[FB_USED_RATIO]}, gauge, used ratio"]
     return "# every field gpu-exporter serves\n" + "\n".join(rows) + "\n"
 
 
@@ -150,10 +151,13 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
 
     csv = tmp_path / "every-field.csv"
     csv.write_text(every_field_csv())
-    text = (SCENARIOS / scenario).read_text()
+    # Whole MiB, so that DCGM's whole-MiB framebuffer gives the same used ratio (254) as NVML's bytes.
+    text = whole_mib((SCENARIOS / scenario).read_text())
+    path = tmp_path / scenario
+    path.write_text(text)
     flags = [f"--collector.{name}" for name in extra]
     exporter = start(
-        fakenvml_dir, SCENARIOS / scenario, tmp_path, "--backend", "nvml", "-f", str(csv), "--collect-interval", "1h",
+        fakenvml_dir, path, tmp_path, "--backend", "nvml", "-f", str(csv), "--collect-interval", "1h",
         *flags, env={"NODE_NAME": "gpu-node-7"},
     )  # fmt: skip
     try:
@@ -176,7 +180,15 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
 
     assert lines(nvml) == lines(dcgm)
     served = {line.split("{")[0] for line in lines(nvml) if not line.startswith("#")}
-    must = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MIG_MODE", "DCGM_FI_DEV_PCI_COMBINED_ID", "DCGM_FI_DEV_NVML_INDEX"}
+    must = {
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_USED_PERCENT",
+        "DCGM_FI_DEV_MIG_MODE",
+        "DCGM_FI_DEV_PCI_COMBINED_ID",
+        "DCGM_FI_DEV_NVML_INDEX",
+    }
+    if scenario == "h100x4.scn":
+        must |= {"DCGM_EXP_P2P_STATUS", "DCGM_FI_DEV_NVLINK_P2P_STATUS", "DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY"}
     if "nvlink" in extra:
         must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
         must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}

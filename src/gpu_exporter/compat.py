@@ -27,7 +27,16 @@ from prometheus_client.samples import Sample
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
 from gpu_exporter.compat_devices import monitored, unmatched_ids
-from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_VALUES, P2P_STATUS_NAMES, decimal_label
+from gpu_exporter.compat_fields import (
+    COMPOSED,
+    DOUBLE_IDS,
+    FB_USED_RATIO,
+    FB_USED_RATIO_KEYS,
+    IDENTITY_VALUES,
+    P2P_STATUS_NAMES,
+    decimal_label,
+    fb_used_ratio,
+)
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -128,6 +137,11 @@ def plan(
                 reason = "the xid collector is disabled"
         elif number in IDENTITY_VALUES or number == _P2P_STATUS:
             items.append(_Item(counter, number))
+        elif number == FB_USED_RATIO:
+            if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
+                items.append(_Item(counter, number))
+            else:
+                reason = "the memory collector is disabled"
         elif number == _CLOCK_COUNT:
             if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
                 items.append(_Item(counter, number))
@@ -233,6 +247,11 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 uid = target.uid if target is not None else device.entity.uid
                 if value is not None:
                     samples.append((base + _pods(device, options).get(uid, []), value))
+            elif item.field_id == FB_USED_RATIO:  # the instance's own memory, as every framebuffer field
+                entity = target if target is not None else device.entity
+                ratio = fb_used_ratio(device.samples.get(entity, {}))
+                if ratio is not None:
+                    samples.append((base + _pods(device, options).get(entity.uid, []), ratio))
             elif item.field_id in IDENTITY_VALUES:  # a GPU instance shows its GPU's, as DCGM answers
                 value = IDENTITY_VALUES[item.field_id](device.identity)
                 uid = target.uid if target is not None else device.entity.uid

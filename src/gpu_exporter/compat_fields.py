@@ -98,7 +98,7 @@ IDENTITY_SOURCES: dict[int, str] = {
     58: "NVML nvmlDeviceGetPciInfo pciDeviceId",
     59: "NVML nvmlDeviceGetPciInfo pciSubSystemId",
     63: "NVML nvmlDeviceGetCudaComputeCapability, major << 16 \\| minor",
-    64: "NVML nvmlDeviceGetP2PStatus (NVLink) towards each GPU: bit g set when OK",
+    64: "P2P status over NVLink towards each GPU (NVML nvmlDeviceGetP2PStatus): bit g set when OK",
 }
 IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM field id → value
     52: lambda dev: dev.index,
@@ -117,6 +117,22 @@ def decimal_label(value: Callable[[DeviceIdentity], int | None]) -> Callable[[Ho
         return "" if number is None else str(number)
 
     return label
+
+
+#: DCGM field 254 (DCGM_FI_DEV_FB_USED_RATIO, also named DCGM_FI_DEV_FB_USED_PERCENT), computed as DCGM's
+#: cache manager does: used / (total - reserved) of the memory info, a double in 0-1 (not percent).
+FB_USED_RATIO = 254
+FB_USED_RATIO_KEYS = frozenset({"gpu_memory_used_bytes", "gpu_memory_total_bytes"})
+
+
+def fb_used_ratio(values: Mapping[str, float]) -> float | None:
+    """Framebuffer used ÷ (total − reserved) of one GPU or MIG instance; None without used and total
+    or when nothing is left after the reserved part (DCGM: no data). Reserved counts 0 where unread."""
+    used, total = values.get("gpu_memory_used_bytes"), values.get("gpu_memory_total_bytes")
+    usable = None if total is None else total - values.get("gpu_memory_reserved_bytes", 0.0)
+    if used is None or not usable:
+        return None
+    return used / usable
 
 
 #: dcgm-exporter's link_status names of nvmlGpuP2PStatus_t 0-6 (DCGM's enum mirrors NVML's).
@@ -139,14 +155,21 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
     (205, 205, "per-process accounting records, not a sample"),
     (246, 247, "not read yet (NVML nvmlDeviceGetViolationStatus, TOTAL_APP_CLOCKS and TOTAL_BASE_CLOCKS)"),
-    (254, 254, "DCGM's own ratio; gpu_memory_used_bytes / gpu_memory_total_bytes gives it natively"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
     (314, 345, "ECC errors by memory location (L1, L2, device, register, texture, SHM, CBU, SRAM): not read "
      "yet (NVML nvmlDeviceGetMemoryErrorCounter)"),
     (346, 363, "DCGM diagnostic results, which NVML does not run"),
     (385, 389, "row-remapper histogram: not read yet (NVML nvmlDeviceGetRowRemapperHistogram)"),
-    (440, 449, "NVLink bandwidth: DCGM computes it from its own sample history in a unit not confirmed here; "
-     "gpu_nvlink_transmit_bytes_total and gpu_nvlink_receive_bytes_total give NVML's per-link counters"),
+    # DCGM 4.6's cache manager (ReadAndCacheNvLinkBandwidth) computes 449 at each of its own samples as
+    # (RX + TX now - RX + TX at its previous sample) / seconds between them / 1000, from NVML's
+    # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX (KiB, scopeId all links; 440-445 one link each),
+    # truncated to an INT64 and 0 at the first sample: a rate in KiB/s ÷ 1000 over DCGM's sampling
+    # interval, although dcgm-exporter's CSV types it a counter. Our frames hold one cycle's counters,
+    # not the previous cycle's, so the same number cannot be computed here without inventing it.
+    (440, 449, "NVLink bandwidth: DCGM's own rate, (Δ(RX+TX) KiB of NVML's NVLink throughput counters over "
+     "all links) ÷ seconds between DCGM's samples ÷ 1000, which needs the previous sample; "
+     "rate(gpu_nvlink_transmit_bytes_total[1m]) + rate(gpu_nvlink_receive_bytes_total[1m]) gives the bytes "
+     "per second (collector nvlink)"),
     (450, 450, "DCGM's NVLink error health flag: not read yet"),
     (475, 480, "NVLink bandwidth (links 6-11), as for 440-449"),
     (494, 496, "NVLink bandwidth (links 15-17), as for 440-449"),

@@ -272,6 +272,16 @@ class PydcgmAdapter:
                         states[(group, int(owner.entityId), port)] = int(state)
         return states
 
+    def p2p_status(self) -> dict[int, dict[int, int]]:
+        if not hasattr(self._agent, "dcgmGetNvLinkP2PStatus"):  # bindings of a release without the call
+            return {}
+        status = self._structs.c_dcgmNvLinkP2PStatus_v1()
+        self._call("dcgmGetNvLinkP2PStatus", status)
+        return {
+            int(gpu.entityId): dict(enumerate(int(s) for s in gpu.linkStatus))
+            for gpu in status.gpus[: int(status.numGpus)]
+        }
+
     # groups and watches ----------------------------------------------------------------------
     def remove_stale(self, prefix: str) -> int:
         removed = 0

@@ -40,6 +40,11 @@ class DcgmAdapter(Protocol):
         2 down, 3 up); ports that do not exist are left out. Raises :class:`DcgmError` when the
         status call fails (:meth:`entities` then lists no link)."""
 
+    def p2p_status(self) -> dict[int, dict[int, int]]:
+        """``dcgmGetNvLinkP2PStatus``: DCGM GPU id → peer GPU id → NVLink P2P status (DCGM's enum
+        mirrors nvmlGpuP2PStatus_t: 0 OK ... 6 unknown); empty where the release lacks the call.
+        Raises :class:`DcgmError` when the call fails."""
+
     def remove_stale(self, prefix: str) -> int:
         """Destroy entity groups and field groups whose name starts with ``prefix`` and that this
         adapter did not create (left by an earlier run); returns how many were destroyed."""

@@ -179,6 +179,19 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
     return topology
 
 
+def with_p2p(topology: Topology, rows: Mapping[int, Mapping[int, int]]) -> tuple[DeviceIdentity, ...]:
+    """The devices with their NVLink P2P status towards each other GPU DCGM reports (``rows``: DCGM
+    GPU id → peer GPU id → status), peers named by their index as the ``gpu`` label is."""
+    index = {topology.gpus[d.uuid]: d.index for d in topology.devices if d.uuid in topology.gpus}
+    out = []
+    for device in topology.devices:
+        gpu = topology.gpus.get(device.uuid)
+        row = rows.get(gpu, {}) if gpu is not None and gpu not in topology.refused else {}
+        peers = tuple(sorted((index[peer], status) for peer, status in row.items() if peer in index and peer != gpu))
+        out.append(replace(device, p2p_nvlink=peers))
+    return tuple(out)
+
+
 def refusal(status: int) -> str:
     """Why dcgmGroupAddEntity refused a GPU, in words (the DCGM status of its entity)."""
     if status == ST_GPU_IS_LOST:

@@ -30,7 +30,7 @@ from gpu_exporter.backends.dcgm.adapter import (
     DcgmNotSupported,
     DcgmProfilingInUse,
 )
-from gpu_exporter.backends.dcgm.topology import Topology, build, refusal, refuse
+from gpu_exporter.backends.dcgm.topology import Topology, build, refusal, refuse, with_p2p
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -230,6 +230,12 @@ class Watches:
                         values.setdefault((sample.group, sample.entity), {})[sample.field_id] = decoded
         self.topology = build(entities, values)
         self._refused(refused, previous)
+        try:  # once per discovery, as the identity fields
+            self.topology.devices = with_p2p(self.topology, self._adapter.p2p_status())
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            log.info("DCGM P2P status not available: %s", err)
         return self.topology
 
     def update_all(self) -> None:

@@ -374,6 +374,8 @@ SCENARIO_FIELDS: dict[str, int] = {
     "violation.board_limit": 243,
     "violation.low_util": 244,
     "violation.reliability": 245,
+    "violation.app_clocks": 246,
+    "violation.base_clocks": 247,
     "ecc.mode": 300,
     "ecc.volatile.corrected": 310,
     "ecc.volatile.uncorrected": 311,

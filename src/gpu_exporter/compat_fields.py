@@ -154,7 +154,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (153, 153, "not read yet (NVML field NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT)"),
     (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
     (205, 205, "per-process accounting records, not a sample"),
-    (246, 247, "not read yet (NVML nvmlDeviceGetViolationStatus, TOTAL_APP_CLOCKS and TOTAL_BASE_CLOCKS)"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
     (314, 345, "ECC errors by memory location (L1, L2, device, register, texture, SHM, CBU, SRAM): not read "
      "yet (NVML nvmlDeviceGetMemoryErrorCounter)"),

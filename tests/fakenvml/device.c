@@ -575,6 +575,12 @@ nvmlReturn_t DECLDIR nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfP
     case NVML_PERF_POLICY_RELIABILITY:
         key = "violation.reliability";
         break;
+    case NVML_PERF_POLICY_TOTAL_APP_CLOCKS:
+        key = "violation.app_clocks";
+        break;
+    case NVML_PERF_POLICY_TOTAL_BASE_CLOCKS:
+        key = "violation.base_clocks";
+        break;
     default:
         return NVML_ERROR_NOT_SUPPORTED;
     }

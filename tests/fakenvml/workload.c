@@ -405,6 +405,8 @@ static const struct {
     {NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, "violation.board_limit", "nvmlDeviceGetViolationStatus", false, false},
     {NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "violation.low_util", "nvmlDeviceGetViolationStatus", false, false},
     {NVML_FI_DEV_PERF_POLICY_RELIABILITY, "violation.reliability", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS, "violation.app_clocks", "nvmlDeviceGetViolationStatus", false, false},
+    {NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS, "violation.base_clocks", "nvmlDeviceGetViolationStatus", false, false},
 };
 
 /* ``gpuN.fields.unknown = id,id``: field ids this driver does not know (entry INVALID_ARGUMENT). */

@@ -38,6 +38,21 @@ ROWS: tuple[MetricSpec, ...] = (
         )
         for policy, field_id, compat in VIOLATION_POLICIES
     ),
+    # The driver's totals over the causes above (DCGM 246, 247): not one more cause, so not a reason
+    # of gpu_clock_throttle_seconds_total, whose sum over reasons they would double.
+    *(
+        _counter(
+            "gpu_clock_below_target_seconds_total", "seconds",
+            "Cumulative time any limiter held the clocks below the application clocks (target application) or "
+            "the base clocks (target base)", "clock_events",
+            NvmlSource("nvmlDeviceGetViolationStatus", policy, Fraction(1, 10**9)),
+            DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("target", target),),
+        )
+        for target, policy, field_id, compat in (
+            ("application", "app_clocks", 246, "DCGM_FI_DEV_TOTAL_APP_CLOCKS_VIOLATION"),
+            ("base", "base_clocks", 247, "DCGM_FI_DEV_TOTAL_BASE_CLOCKS_VIOLATION"),
+        )
+    ),
     # memory errors
     _gauge(
         "gpu_ecc_mode_enabled", "", "1 when ECC is enabled (current mode)", "ecc",

@@ -101,6 +101,7 @@ def _ranges(ids: tuple[int, ...]) -> str:
 _FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
     "gpu_clock_event_active": (112,),
     "gpu_clock_throttle_seconds_total": tuple(field_id for _, field_id, _ in VIOLATION_POLICIES),
+    "gpu_clock_below_target_seconds_total": (246, 247),
     "gpu_ecc_errors_total": (310, 311, 312, 313),
     "gpu_remapped_rows_total": (393, 394),
     "gpu_retired_pages_total": (390, 391),

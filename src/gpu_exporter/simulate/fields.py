@@ -44,6 +44,8 @@ CALL_FIELDS: dict[int, tuple[str, str, bool, bool]] = {
     77: ("violation.board_limit", "nvmlDeviceGetViolationStatus", False, False),
     78: ("violation.low_util", "nvmlDeviceGetViolationStatus", False, False),
     79: ("violation.reliability", "nvmlDeviceGetViolationStatus", False, False),
+    80: ("violation.app_clocks", "nvmlDeviceGetViolationStatus", False, False),  # PERF_POLICY_TOTAL_APP_CLOCKS
+    81: ("violation.base_clocks", "nvmlDeviceGetViolationStatus", False, False),
 }
 MEMORY_TEMP, LINK_COUNT, GET_STATE, ECC_PENDING = 82, 91, 165, 2
 REMAPPED = {142: 0, 143: 1, 144: 2, 145: 3}  # COR, UNC, PENDING, FAILURE

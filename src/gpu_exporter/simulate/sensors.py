@@ -174,7 +174,8 @@ def supported_clock_events(c: Call, out: Any) -> int:
     return abi.put(out, CLOCK_EVENT_REASONS_ALL)
 
 
-_VIOLATIONS = {0: "power", 1: "thermal", 2: "sync_boost", 3: "board_limit", 4: "low_util", 5: "reliability"}
+_VIOLATIONS = {0: "power", 1: "thermal", 2: "sync_boost", 3: "board_limit", 4: "low_util", 5: "reliability",
+               10: "app_clocks", 11: "base_clocks"}  # fmt: skip
 
 
 @device("nvmlDeviceGetViolationStatus")

@@ -53,6 +53,8 @@ DEVICE_FIELDS: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetViolationStatus", "board_limit"): pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT,
     ("nvmlDeviceGetViolationStatus", "low_utilization"): pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION,
     ("nvmlDeviceGetViolationStatus", "reliability"): pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY,
+    ("nvmlDeviceGetViolationStatus", "app_clocks"): pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS,
+    ("nvmlDeviceGetViolationStatus", "base_clocks"): pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS,
 }
 
 # Per-lane NVLink error counters have one id per link for links 0-11 (L0-L5 and L6-L11 are two

@@ -43,6 +43,8 @@ _VIOLATIONS = {
     "board_limit": pynvml.NVML_PERF_POLICY_BOARD_LIMIT,
     "low_utilization": pynvml.NVML_PERF_POLICY_LOW_UTILIZATION,
     "reliability": pynvml.NVML_PERF_POLICY_RELIABILITY,
+    "app_clocks": pynvml.NVML_PERF_POLICY_TOTAL_APP_CLOCKS,
+    "base_clocks": pynvml.NVML_PERF_POLICY_TOTAL_BASE_CLOCKS,
 }
 _ECC = {
     f"{kind}_{counter}": (error_type, counter_type)

@@ -151,7 +151,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),
     (120, 130, "auto-boost setting and the supported-clocks list (a record, not a number): not read yet"),
-    (153, 153, "not read yet (NVML field NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT)"),
+    (153, 153, "thermal margin (DCGM reads NVML nvmlDeviceGetMarginTemperature): one more NVML call per GPU "
+     "per interval, not added yet"),
     (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
     (205, 205, "per-process accounting records, not a sample"),
     (285, 287, "Grace Hopper C2C links: not read yet"),

@@ -254,6 +254,7 @@ def test_mig_instances_created_and_destroyed_at_run_time_are_picked_up(fakenvml_
     new_uuid = "MIG-7c3d4e5f-6a7b-5c8d-ae9f-1a2b3c4d5e6f"
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--gpu.rediscover-interval", "1s")
     try:
+
         def instance(parsed: Parsed) -> float | None:
             return value(parsed, "gpu_mig_info", gpu="0", gpu_instance="13", mig_uuid=new_uuid)
 

@@ -187,7 +187,8 @@ def test_every_catalogue_metric_for_gpus_and_mig_in_base_units(runs: list[Run]) 
     assert {spec.collector for spec in rows} >= {"profiling", "memory", "ecc"}
     for gpu in (0, 1):
         for spec in rows:
-            want = expected(spec, raw_for(spec))
+            # MIG mode is the host's layout (GPU 1 is in MIG mode), not the generic raw value
+            want = float(gpu == 1) if spec.name == "gpu_mig_mode_enabled" else expected(spec, raw_for(spec))
             got = exact(parsed, spec.name, **gpu_labels(gpu), **dict(spec.variant))
             assert got == want, f"{spec.key} gpu{gpu}: {got} != {want}"
     # per MIG device: the rows NVML also reports per MIG device, plus the per-instance profiling ratios
@@ -453,7 +454,8 @@ def test_gpu_nvlinks_state_and_error_counters_per_link(runs: list[Run]) -> None:
     assert "gpu_nvlink_transmit_bytes_total" not in parsed
     links = next(w for name, w in fake.watches.items() if name.endswith("-links0"))
     assert links.entities == ((FE_GPU, 0),)
-    assert set(links.fields) == {410, 411, 412, 486, 420, 421, 422, 489, 430, 431, 432, 493}
+    # per type (crc_flit, crc_data, replay, recovery), links 0, 1, 2 and 17
+    assert set(links.fields) == {400, 401, 402, 483, 410, 411, 412, 486, 420, 421, 422, 489, 430, 431, 432, 493}
     # States are read every cycle: a link coming up shows without re-enumeration.
     fake.link_state[(FE_GPU, 0, 1)] = LINK_STATE_UP
     calls = fake.link_state_calls

@@ -103,7 +103,8 @@ def test_unsupported_functions_produce_no_sample(fakenvml_dir: Path, tmp_path: P
     assert value(parsed, "gpu_power_watts", gpu="2") is None
     assert value(parsed, "gpu_power_watts", gpu="1") == 455.12
     assert value(parsed, "gpu_sm_clock_hertz", gpu="3") is None  # a failing call is absent too...
-    assert value(parsed, "gpu_exporter_sample_errors_total", kind="unknown") == 2  # ...and counted (SM + memory)
+    # ...and counted: one per nvmlDeviceGetClockInfo asked (SM, memory, video)
+    assert value(parsed, "gpu_exporter_sample_errors_total", kind="unknown") == 3
     assert value(parsed, "gpu_temperature_celsius", gpu="3") == 83  # the rest of GPU 3 is untouched
     assert "NaN" not in body and "nan" not in body.lower().replace("nanoseconds", "")
     assert value(parsed, "gpu_pcie_replay_errors_total", gpu="0") is None

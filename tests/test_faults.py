@@ -63,7 +63,7 @@ def observed(exporter: Exporter, metric: str, seconds: float = 1.5, **labels: st
 
 def comparable(parsed: Parsed) -> dict[tuple[str, Labels], float]:
     """Samples that must not move when nothing but Xids happen (drops timing and event families)."""
-    moving = ("gpu_exporter_", "gpu_utilization_seconds_total", "gpu_xid_", "gpu_power_watts")
+    moving = ("gpu_exporter_", "gpu_utilization_seconds_total", "gpu_xid_", "gpu_power_watts", "gpu_power_instant")
     return {
         (name, labels): v
         for name, series in parsed.items()

@@ -29,10 +29,6 @@ _CONTENT_TYPES = {"text": TEXT_CONTENT_TYPE, "openmetrics": OPENMETRICS_CONTENT_
 #: label churn cannot grow it forever.
 _LABEL_CACHE: dict[tuple[bool, tuple[tuple[str, str], ...]], str] = {}
 _LABEL_CACHE_MAX = 200_000
-#: Formatted values by (value formatter, value): the same values recur every snapshot (0, 1, limits,
-#: clocks). Zero (0.0 and -0.0 print differently but compare equal) and NaN are never kept.
-_VALUE_CACHE: dict[tuple[Callable[[float], str], float], str] = {}
-_VALUE_CACHE_MAX = 100_000
 
 
 def _escape_help(text: str) -> str:
@@ -54,15 +50,6 @@ def _label_text(key: tuple[bool, tuple[tuple[str, str], ...]]) -> str:
     return text
 
 
-def _value_text(value_text: Callable[[float], str], value: float) -> str:
-    text = value_text(value)
-    if value and value == value:  # neither zero nor NaN
-        if len(_VALUE_CACHE) >= _VALUE_CACHE_MAX:
-            _VALUE_CACHE.clear()
-        _VALUE_CACHE[(value_text, value)] = text
-    return text
-
-
 def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATIVE) -> bytes:
     """``families`` in one format, ``"text"`` (0.0.4) or ``"openmetrics"`` (1.0.0), written the
     ``profile``'s way."""
@@ -70,7 +57,7 @@ def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATI
     out: list[str] = []
     append = out.append
     value_text, sort, suffix = profile.value_text, profile.sort_labels, profile.counter_suffix
-    labels, values = _LABEL_CACHE, _VALUE_CACHE
+    labels = _LABEL_CACHE
     for family in families:
         metric, kind, documentation = family.name, family.type, family.documentation
         if openmetrics:
@@ -83,9 +70,7 @@ def encode_format(families: Sequence[Metric], name: str, profile: Profile = NATI
         for sample in family.samples:
             key = (sort, tuple(sample.labels.items()))
             label_text = labels.get(key) or _label_text(key)
-            value = sample.value
-            text = values.get((value_text, value)) or _value_text(value_text, value)
-            append(f"{sample.name}{label_text} {text}\n")
+            append(f"{sample.name}{label_text} {value_text(sample.value)}\n")
     if openmetrics:
         append("# EOF\n")
     return "".join(out).encode("utf-8")

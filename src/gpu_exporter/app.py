@@ -63,17 +63,17 @@ def create_app(
                 backend.name,
             )
         watch_events = "xid" in settings.collectors
-        renderer = None
+        renderer, clock_window = None, 0.0
         if compat is not None:
             compat_plan = plan(
                 compat, specs, backend.name, watch_events, hostname, settings.hostname_label, settings.dcgm_exporter
             )
-            renderer = compat_renderer(compat_plan)
+            renderer, clock_window = compat_renderer(compat_plan), compat_plan.clock_window_seconds
         attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
         holder["sampler"] = running = Sampler(
             backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
             vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
-            rediscover_interval=settings.rediscover_interval,
+            rediscover_interval=settings.rediscover_interval, clock_window=clock_window,
             attributor=attributor,
         )  # fmt: skip
         attributor.start()

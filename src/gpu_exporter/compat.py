@@ -99,6 +99,13 @@ class CompatPlan:
     hostname_label: str
     options: DcgmOptions = DcgmOptions()
 
+    @property
+    def clock_window_seconds(self) -> float:
+        """How long the sampler must remember clock-event samples for DCGM_EXP_CLOCK_EVENTS_COUNT;
+        0 when the counters list does not ask for it."""
+        asked = any(item.field_id == _CLOCK_COUNT for item in self.items)
+        return self.options.clock_window_ms / 1000 if asked else 0.0
+
 
 def plan(
     counters: Sequence[Counter],

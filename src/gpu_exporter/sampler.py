@@ -31,7 +31,7 @@ from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, Ra
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.convert import Converted, convert
-from gpu_exporter.pipeline.derive import Integrators, Windows
+from gpu_exporter.pipeline.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
 from gpu_exporter.pipeline.events import EventTallies, XidTally
 from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
@@ -83,6 +83,7 @@ class Sampler:
         unsupported_retry: float = RETRY_SECONDS,
         attributor: Attributor | None = None,
         rediscover_interval: float = REDISCOVER_SECONDS,
+        clock_window: float | None = None,
     ) -> None:
         self._backend = backend
         self._specs = tuple(specs)
@@ -99,7 +100,11 @@ class Sampler:
         self._attributor = attributor or Attributor()
         self._memo = UnsupportedMemo(unsupported_retry, clock)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
-        self._windows = Windows(self._specs)
+        # Clock-event samples are read by dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT only: the caller
+        # says how long its window is; unsaid, none under native names and an hour under another renderer.
+        if clock_window is None:
+            clock_window = 0.0 if renderer is None else WINDOW_MEMORY_SECONDS
+        self._windows = Windows(self._specs, clock_window)
         self._tallies = EventTallies()
         self._done = threading.Condition()
         self._stop = threading.Event()

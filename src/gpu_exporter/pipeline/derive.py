@@ -115,9 +115,16 @@ class Windows:
     DCGM_EXP_CLOCK_EVENTS_COUNT counts, per reason, the stored samples of its window with the
     reason's bit set; these are the samples it counts."""
 
-    def __init__(self, specs: Sequence[MetricSpec]) -> None:
-        self._rows = {spec.key: spec.variant[0][1] for spec in specs if spec.name in WINDOWED_FAMILIES and spec.variant}
+    def __init__(self, specs: Sequence[MetricSpec], memory_seconds: float = WINDOW_MEMORY_SECONDS) -> None:
+        """``memory_seconds``: how long samples are kept (the longest window anyone counts over, at
+        most an hour); 0 keeps none, where nothing reads them (native names)."""
+        memory = min(memory_seconds, WINDOW_MEMORY_SECONDS)
+        rows = {spec.key: spec.variant[0][1] for spec in specs if spec.name in WINDOWED_FAMILIES and spec.variant}
+        self._rows = rows if memory > 0 else {}
+        self._memory = memory
         self._samples: dict[str, deque[tuple[float, frozenset[str]]]] = {}
+        self._copies: dict[str, tuple[tuple[float, frozenset[str]], ...]] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set of reasons
 
     def note(self, uid: str, values: Mapping[str, float], now: float) -> None:
         """Remember the reasons active in this read (wall time ``now``, Unix seconds); a read without
@@ -125,14 +132,21 @@ class Windows:
         if not self._rows or not any(key in values for key in self._rows):
             return
         active = frozenset(reason for key, reason in self._rows.items() if values.get(key) == 1)
+        active = self._sets.setdefault(active, active)
         samples = self._samples.setdefault(uid, deque())
         samples.append((now, active))
-        while samples and samples[0][0] < now - WINDOW_MEMORY_SECONDS:
+        while samples and samples[0][0] < now - self._memory:
             samples.popleft()
+        self._copies.pop(uid, None)
 
     def snapshot(self) -> dict[str, tuple[tuple[float, frozenset[str]], ...]]:
-        """Copies of the remembered samples, by uid, oldest first."""
-        return {uid: tuple(samples) for uid, samples in self._samples.items()}
+        """Copies of the remembered samples, by uid, oldest first (a GPU not read since the last
+        snapshot keeps its copy)."""
+        for uid, samples in self._samples.items():
+            if uid not in self._copies:
+                self._copies[uid] = tuple(samples)
+        return dict(self._copies)
 
     def forget(self, uid: str) -> None:
         self._samples.pop(uid, None)
+        self._copies.pop(uid, None)

@@ -5,17 +5,23 @@ answering, to requests bearing ``token``, the list and watch requests the export
 - ``GET /api/v1/pods``,
 
 in the API's JSON (``ResourceSliceList``/``PodList`` with ``metadata.resourceVersion``, pages by
-``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``; the
-exporter lists on a cadence and does not watch, so no watch stream is served). ``status`` (e.g.
-403) answers every request with that status; a wrong token gets 401, both as ``Status`` objects.
+``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``) and,
+with ``watch=1``, the API's watch stream (chunked, one ``{"type": …, "object": …}`` line per event):
+:meth:`KubeApi.publish` changes an object and sends its event to the open watches, :meth:`expire`
+answers them (and watches from older versions) with an ``ERROR`` event of 410 Gone,
+:meth:`drop_watches` breaks them off without the stream's end; a watch ends cleanly after its
+``timeoutSeconds``. ``status`` (e.g. 403) answers every request with that status; a wrong token
+gets 401, both as ``Status`` objects.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import ssl
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -88,6 +94,9 @@ class KubeApi:
         self.status = 200
         self.requests: list[tuple[str, str]] = []
         self.port = 0
+        self.version = 100  # the resourceVersion now; each published event adds one
+        self.oldest = 0  # watches from an older version are answered 410 Gone
+        self._watches: list[tuple[str, queue.Queue[dict[str, Any] | None]]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -118,15 +127,90 @@ class KubeApi:
             key, _, wanted = selector.partition("=")
             assert key == "spec.nodeName", selector
             objects = [o for o in objects if o["spec"].get("nodeName") == wanted]
-        assert query.get("watch") is None, "the exporter lists, it does not watch"
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(objects)
         page = objects[start : start + limit]
         more = start + limit < len(objects)
-        metadata = {"resourceVersion": "100", **({"continue": str(start + limit)} if more else {})}
+        metadata = {"resourceVersion": str(self.version), **({"continue": str(start + limit)} if more else {})}
         api_version = "v1" if kind == "PodList" else parts.path.split("/")[3]
         body = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
         return 200, json.dumps(body).encode()
+
+    def publish(self, kind: str, obj: dict[str, Any], plural: str = "resourceslices") -> None:
+        """Apply one event (``ADDED``, ``MODIFIED``, ``DELETED``) of ``obj`` to the ``plural`` served
+        (``resourceslices`` or ``pods``) and send it to the open watches of ``plural``."""
+        with self._lock:
+            self.version += 1
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+            stored = self.slices if plural == "resourceslices" else self.pods
+            kept = [o for o in stored if o["metadata"]["name"] != obj["metadata"]["name"]]
+            stored[:] = kept if kind == "DELETED" else [*kept, obj]
+            for watched, events in self._watches:
+                if watched == plural:
+                    events.put({"type": kind, "object": obj})
+
+    def expire(self) -> None:
+        """Forget every version so far: open watches get an ERROR event of 410, as do watches from them."""
+        with self._lock:
+            self.version += 1
+            self.oldest = self.version
+            gone = {"type": "ERROR", "object": json.loads(self._status(410, "Expired"))}
+            for _watched, events in self._watches:
+                events.put(gone)
+
+    def drop_watches(self) -> None:
+        """Break off every open watch stream (no end chunk: the client sees a broken stream)."""
+        with self._lock:
+            for _watched, events in self._watches:
+                events.put(None)
+
+    def watches(self) -> int:
+        """Watch streams open now."""
+        with self._lock:
+            return len(self._watches)
+
+    def watch(self, handler: BaseHTTPRequestHandler, raw_path: str) -> bool:
+        """Serve a watch request as a stream, if it is one (else False)."""
+        parts = urllib.parse.urlsplit(raw_path)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        if query.get("watch") not in ("1", "true"):
+            return False
+        authorization = handler.headers.get("Authorization", "")
+        if authorization != f"Bearer {self.token}" or self.status != 200 or self._objects(parts.path) is None:
+            return False  # refused as a list request would be
+        with self._lock:
+            self.requests.append((raw_path, authorization))
+        plural = "pods" if parts.path.endswith("/pods") else "resourceslices"
+        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        with self._lock:
+            if int(query.get("resourceVersion") or 0) < self.oldest:
+                events.put({"type": "ERROR", "object": json.loads(self._status(410, "Expired"))})
+            self._watches.append((plural, events))
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    event = events.get(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    continue
+                if event is None:
+                    return True  # dropped: the connection closes without the last chunk
+                line = json.dumps(event).encode() + b"\n"
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                handler.wfile.flush()
+                if event["type"] == "ERROR":
+                    break
+            handler.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client went away
+        finally:
+            with self._lock:
+                self._watches = [w for w in self._watches if w[1] is not events]
+        return True
 
     @staticmethod
     def _status(code: int, reason: str) -> bytes:
@@ -142,6 +226,9 @@ class KubeApi:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:  # the name http.server calls
+                self.close_connection = True
+                if api.watch(self, self.path):
+                    return
                 status, body = api.answer(self.path, self.headers.get("Authorization", ""))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -165,6 +252,7 @@ class KubeApi:
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
 
     def stop(self) -> None:
+        self.drop_watches()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -2,8 +2,9 @@
 server (tests/podresources_server.py, extended with dynamic resources) for claims and an HTTPS
 Kubernetes API stand-in (tests/kubeapi_server.py) for this node's ResourceSlices and pods, and
 joins them onto its GPUs: DRA-only and mixed with the device plugin, every GPU reported, MIG
-devices appearing and replaced at run time, an API server that fails and returns, a token file
-that rotates, pod names for the processes of a shared GPU, dcgm-exporter's uid and pod labels."""
+devices appearing and replaced at run time (listed and watched), watches that expire or break, an
+API server that fails and returns, a token file that rotates, pod names for the processes of a
+shared GPU, dcgm-exporter's uid and pod labels."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_dra_and_device_plugin_on_one_node(
         calls, began = len(api.requests), time.monotonic()
         for _ in range(20):  # scrapes never reach the API server
             exporter.metrics()
-        assert len(api.requests) - calls <= 2 * ((time.monotonic() - began) / 3.0 + 1)
+        assert len(api.requests) - calls <= 4 * ((time.monotonic() - began) / 3.0 + 1)  # a list and a watch each
         assert "kubernetes resourceslices: " + api.url + " answers (resource.k8s.io/v1, 4 DRA devices" in exporter.log()
     finally:
         exporter.stop()
@@ -253,5 +254,64 @@ def test_dcgm_exporter_pod_uid_and_pod_labels(
         parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", uid=UID_TRAIN) is not None)
         assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="trainer-0", uid=UID_TRAIN) is not None
         assert [dict(k).get("uid") for k in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(k)["gpu"] == "0"] == [None]
+    finally:
+        exporter.stop()
+
+
+def _lists(api: KubeApi) -> int:
+    return sum("watch=" not in query for query, _ in api.requests)
+
+
+def _watching(exporter: Exporter, tmp_path: Path, kubelet: FakeKubelet, api: KubeApi) -> Exporter:
+    """An exporter listing every 30 s (kubelet refresh 10 s), once both API sources watch."""
+    api.slices = [resource_slice("gpus", [gpu_device("gpu-0", MIG_GPU, 0)])]
+    kubelet.set_pods(dra_pod("ml", "small", "main", "small-mig", "gpu-0-mig-9-4-1"))
+    started = _start(exporter, SCENARIOS / "mig.scn", tmp_path, kubelet, api, "--kubernetes.refresh-interval", "10s")
+    wait_for(started, lambda p: value(p, "gpu_exporter_source_up", source="kubernetes_resourceslices") == 1)
+    wait_for(started, lambda p: api.watches() == 2)
+    return started
+
+
+def test_a_mig_device_published_in_a_watch_event_is_attributed_at_once(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet, api: KubeApi
+) -> None:
+    exporter = _watching(fakenvml_dir, tmp_path, kubelet, api)
+    try:
+        lists, began = _lists(api), time.monotonic()
+        created = mig_device("gpu-0-mig-9-4-1", MIG_5, MIG_GPU, "2g.10gb")
+        api.publish("MODIFIED", resource_slice("gpus", [gpu_device("gpu-0", MIG_GPU, 0), created], generation=2))
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="small") == 1, timeout=5.0)
+        assert time.monotonic() - began < 5.0  # the next list is 30 s away
+        assert value(parsed, "gpu_allocation_info", gpu_instance="5", claim="small-mig") == 1
+        assert _lists(api) == lists
+        api.publish("DELETED", resource_slice("gpus", []))
+        wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="small") is None, timeout=5.0)
+        assert _lists(api) == lists
+    finally:
+        exporter.stop()
+
+
+def test_a_watch_gone_or_broken_off_leads_to_a_fresh_list(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet, api: KubeApi
+) -> None:
+    exporter = _watching(fakenvml_dir, tmp_path, kubelet, api)
+    try:
+        lists = _lists(api)
+        created = mig_device("gpu-0-mig-9-4-1", MIG_5, MIG_GPU, "2g.10gb")
+        api.slices = [resource_slice("gpus", [created], generation=2)]  # changed without an event
+        api.expire()  # 410 Gone: only a fresh list shows the change
+        wait_for(exporter, lambda p: value(p, "gpu_allocation_info", gpu_instance="5", pod="small") == 1, timeout=5.0)
+        assert _lists(api) >= lists + 2  # both sources listed again
+        wait_for(exporter, lambda p: api.watches() == 2)
+        api.drop_watches()  # the stream breaks off: counted, logged once, listed and watched again
+        slices = {"source": "kubernetes_resourceslices"}
+        wait_for(exporter, lambda p: (value(p, "gpu_exporter_source_failures_total", kind="unavailable", **slices) or 0)
+                 >= 1 and api.watches() == 2, timeout=5.0)  # fmt: skip
+        remade = mig_device("gpu-0-mig-9-4-1", MIG_13, MIG_GPU, "1g.5gb")
+        api.publish("MODIFIED", resource_slice("gpus", [remade], generation=3))
+        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", gpu_instance="13") == 1, timeout=5.0)
+        assert value(parsed, "gpu_exporter_source_up", **slices) == 1
+        lines = [line for line in exporter.log().splitlines() if "kubernetes resourceslices: watching" in line]
+        assert len(lines) == 1 and "failed (unavailable: the watch stream broke" in lines[0], lines
     finally:
         exporter.stop()

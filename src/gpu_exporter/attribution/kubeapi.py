@@ -1,6 +1,8 @@
 """The Kubernetes API server as an attribution source: this node's ResourceSlices (the UUIDs of the
 devices DRA claims name) and this node's pods (names of the pod UIDs in process cgroups), each
-listed on a cadence of its own by a daemon thread, never per scrape.
+listed and then watched from the list's ``resourceVersion`` by a daemon thread of its own
+(:mod:`.kubewatch`: a change is attributed within a second; every end of a watch, and at the latest
+the list cadence, leads to a fresh list), never per scrape.
 
 The client is lightkube (PyPI ``lightkube``): a small typed client on httpx that lists with field
 selectors and pages (``limit``/``continue``), verifies the server against a CA file and reads the
@@ -29,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.attribution.kubeletpods import PodName, pods_of
+from gpu_exporter.attribution.kubewatch import Watched, WatchStream
 from gpu_exporter.attribution.podresources import DRA_DRIVERS
-from gpu_exporter.attribution.refresh import Failure, Refresher
+from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.attribution.resourceslices import EMPTY, Devices
 from gpu_exporter.attribution.resourceslices import parse as parse_slices
 from gpu_exporter.config import Settings
@@ -86,8 +89,13 @@ class ApiClient:
                 raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
         return self._client
 
-    def list(self, group: str, version: str, kind: str, plural: str, node: str) -> list[Any]:
-        """Every object of ``kind`` on ``node`` (as JSON objects); raises :class:`Failure`."""
+    def stream(self) -> WatchStream:
+        """A watch client of this server's own (one per source: each ends its own watch)."""
+        return WatchStream(self.url, self._token_file, self._ca_file, self.timeout_seconds)
+
+    def list(self, group: str, version: str, kind: str, plural: str, node: str) -> tuple[list[Any], str]:
+        """Every object of ``kind`` on ``node`` (as JSON objects) and the list's ``resourceVersion``;
+        raises :class:`Failure`."""
         import httpx2
         from lightkube import ALL_NS, ApiError, ConfigError
         from lightkube.generic_resource import create_global_resource, create_namespaced_resource
@@ -101,11 +109,12 @@ class ApiClient:
         extra = {"namespace": ALL_NS} if namespaced else {}
         try:
             found = []
-            for item in client.list(resource, chunk_size=PAGE, fields={"spec.nodeName": node}, **extra):
+            listed = client.list(resource, chunk_size=PAGE, fields={"spec.nodeName": node}, **extra)
+            for item in listed:
                 found.append(item.to_dict() if hasattr(item, "to_dict") else dict(item))
                 if len(found) > MAX_OBJECTS:
                     raise Failure("too_large", f"more than {MAX_OBJECTS} {plural}")
-            return found
+            return found, str(getattr(listed, "_resourceVersion", None) or "")
         except ApiError as exc:
             code = exc.status.code or 0
             kind_of = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
@@ -151,8 +160,9 @@ class NodePodsState:
     kept: bool = False
 
 
-class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
-    """The devices of ``drivers`` this node's ResourceSlices publish, listed every ``refresh_seconds``."""
+class ResourceSlices(Watched[ResourceSlicesState, Devices]):
+    """The devices of ``drivers`` this node's ResourceSlices publish, listed every ``refresh_seconds``
+    and watched in between."""
 
     def __init__(
         self, api: ApiClient, node: str, drivers: frozenset[str], refresh_seconds: float, max_age_seconds: float
@@ -161,6 +171,7 @@ class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
         self._node = node
         self._drivers = drivers
         self._version = SLICE_VERSIONS[0]
+        self._stream = api.stream()
         super().__init__(
             log, "kubernetes resourceslices", "devices", EMPTY, ResourceSlicesState(), refresh_seconds,
             max_age_seconds, api.timeout_seconds,
@@ -170,14 +181,24 @@ class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
         order = (self._version, *(v for v in SLICE_VERSIONS if v != self._version))
         for version in order:
             try:
-                items = self._api.list("resource.k8s.io", version, "ResourceSlice", "resourceslices", self._node)
+                items, listed = self._api.list(
+                    "resource.k8s.io", version, "ResourceSlice", "resourceslices", self._node
+                )
             except Failure as failure:
                 if failure.kind == "not_found" and version != order[-1]:
                     continue
                 raise
             self._version = version
-            return parse_slices(items, self._drivers)
+            answer = parse_slices(items, self._drivers)
+            self._listed(items, listed)
+            return answer
         raise Failure("not_found", "no resource.k8s.io version served")  # not reached
+
+    def _parse(self, items: list[dict[str, Any]]) -> Devices:
+        return parse_slices(items, self._drivers)
+
+    def _watch_path(self) -> str:
+        return f"/apis/resource.k8s.io/{self._version}/resourceslices"
 
     def _answered(
         self, answer: Devices, calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float
@@ -194,12 +215,13 @@ class ResourceSlices(Refresher[ResourceSlicesState, Devices]):
         )
 
 
-class NodePods(Refresher[NodePodsState, Mapping[str, PodName]]):
-    """This node's pods from the API server, listed every ``refresh_seconds``."""
+class NodePods(Watched[NodePodsState, Mapping[str, PodName]]):
+    """This node's pods from the API server, listed every ``refresh_seconds`` and watched in between."""
 
     def __init__(self, api: ApiClient, node: str, refresh_seconds: float, max_age_seconds: float) -> None:
         self._api = api
         self._node = node
+        self._stream = api.stream()
         super().__init__(
             log,
             "kubernetes pods",
@@ -212,7 +234,16 @@ class NodePods(Refresher[NodePodsState, Mapping[str, PodName]]):
         )
 
     def _ask(self) -> Mapping[str, PodName]:
-        return pods_of(self._api.list("", "v1", "Pod", "pods", self._node))
+        items, listed = self._api.list("", "v1", "Pod", "pods", self._node)
+        answer = pods_of(items)
+        self._listed(items, listed)
+        return answer
+
+    def _parse(self, items: list[dict[str, Any]]) -> Mapping[str, PodName]:
+        return pods_of(items)
+
+    def _watch_path(self) -> str:
+        return "/api/v1/pods"
 
     def _answered(
         self, answer: Mapping[str, PodName], calls: int, failures: tuple[tuple[str, int], ...], fetched_at: float

@@ -1,0 +1,254 @@
+"""Watching what a Kubernetes API source listed: after each successful list, one streamed
+``GET PATH?watch=1&allowWatchBookmarks=true&resourceVersion=RV&timeoutSeconds=T&fieldSelector=…``
+on the source's own daemon thread, so a new ResourceSlice device or pod is attributed within a
+second instead of at the next list.
+
+The answer is the API's watch stream: one JSON object a line, ``{"type": …, "object": …}`` with
+``type`` ``ADDED``, ``MODIFIED`` or ``DELETED`` (the object, applied to the listed objects by
+namespace and name, all of them parsed again as the list is), ``BOOKMARK`` (only
+``object.metadata.resourceVersion``, the version reached) or ``ERROR`` (a ``Status`` object).
+Every end of a watch leads to a fresh list: the server closing it after ``timeoutSeconds`` (the
+source's list cadence, so the periodic list stays as the safety net), ``ERROR`` (410 Gone: the
+version is too old), a dropped stream, nothing read for ``timeoutSeconds`` plus the request
+timeout, or a line that is not an event. The client is a plain ``httpx2`` stream (the HTTP library
+lightkube itself uses; lightkube's own watch neither asks for bookmarks nor says when a stream
+ends): the CA file verifies the server, the token file is read again for every watch (a rotated
+token is picked up), and each event is bounded by :data:`MAX_LINE` bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from gpu_exporter.attribution.refresh import Failure, Refresher, SourceState
+
+S = TypeVar("S", bound=SourceState)
+A = TypeVar("A")
+
+MAX_LINE = 4 * 1024 * 1024  # bytes: one event (a ResourceSlice of 128 devices is ~100 KiB)
+
+
+class Gone(Exception):
+    """The server no longer has the version asked for (HTTP 410, or an ``ERROR`` event of 410)."""
+
+
+class WatchStream:
+    """Watch requests to one API server (``url``); :meth:`abort` ends the one in progress."""
+
+    def __init__(self, url: str, token_file: str, ca_file: str, timeout_seconds: float) -> None:
+        self.url = url
+        self._token_file = token_file
+        self._ca_file = ca_file
+        self._timeout = timeout_seconds
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self._aborted = False
+
+    def _made(self) -> Any:
+        if self._client is None:
+            import httpx2
+
+            try:
+                context = ssl.create_default_context(cafile=self._ca_file)
+            except (OSError, ValueError) as exc:
+                raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
+            self._client = httpx2.Client(base_url=self.url, verify=context, trust_env=False)
+        return self._client
+
+    def _token(self) -> str:
+        try:
+            with open(self._token_file, encoding="utf-8") as file:
+                return file.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Failure("token", f"cannot read the token file {self._token_file}: {exc}") from None
+
+    def events(self, path: str, node: str, version: str, seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) of each event on ``node`` after ``version`` until the server ends the watch
+        (at most ``seconds`` s); raises :class:`Gone` or :class:`Failure`."""
+        import httpx2
+
+        params = {
+            "watch": "1", "allowWatchBookmarks": "true", "resourceVersion": version, "timeoutSeconds": str(seconds),
+            "fieldSelector": f"spec.nodeName={node}",
+        }  # fmt: skip
+        timeout = httpx2.Timeout(self._timeout, read=seconds + self._timeout)
+        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        client = self._made()
+        try:
+            with client.stream("GET", path, params=params, headers=headers, timeout=timeout) as response:
+                with self._lock:
+                    if self._aborted:
+                        return
+                    self._response = response
+                if response.status_code != 200:
+                    response.read()
+                    _refused(response.status_code, response.content)
+                for line in response.iter_lines():
+                    if len(line) > MAX_LINE:
+                        raise Failure("too_large", f"a watch event of more than {MAX_LINE} bytes")
+                    if line.strip():
+                        yield _event(line)
+        except httpx2.TimeoutException:
+            raise Failure("timeout", f"nothing read in {seconds + self._timeout:g} s") from None
+        except httpx2.ConnectError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise Failure("tls", str(exc)[:200]) from None
+            raise Failure("unavailable", str(exc)[:200] or type(exc).__name__) from None
+        except httpx2.HTTPError as exc:
+            if self._aborted:
+                return
+            raise Failure("unavailable", f"the watch stream broke ({type(exc).__name__}: {str(exc)[:200]})") from None
+        finally:
+            with self._lock:
+                self._response = None
+
+    def abort(self) -> None:
+        """End the watch in progress (from another thread) and refuse new ones."""
+        with self._lock:
+            self._aborted = True
+            if self._response is not None:
+                with contextlib.suppress(Exception):  # closing a stream another thread reads may fail in any way
+                    self._response.close()
+
+
+def _refused(code: int, body: bytes) -> None:
+    if code == 410:
+        raise Gone("HTTP 410")
+    try:
+        reason = str(json.loads(body).get("reason", ""))[:100]
+    except (ValueError, AttributeError):
+        reason = ""
+    kind = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
+    raise Failure(kind, f"HTTP {code} {reason}".rstrip())
+
+
+def _event(line: str) -> tuple[str, dict[str, Any]]:
+    try:
+        event = json.loads(line)
+    except ValueError as exc:
+        raise Failure("malformed", f"a watch line is not JSON: {exc}") from None
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise Failure("malformed", "a watch line is not an event")
+    kind, obj = event.get("type"), event["object"]
+    if kind == "ERROR":
+        code = obj.get("code")
+        if code == 410:
+            raise Gone(str(obj.get("message", "Gone"))[:200])
+        raise Failure("http", f"watch ERROR {code} {str(obj.get('reason', ''))[:100]}".rstrip())
+    if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+        raise Failure("malformed", f"a watch event of type {str(kind)[:40]!r}")
+    return kind, obj
+
+
+def version_of(obj: dict[str, Any]) -> str:
+    """``metadata.resourceVersion`` of an object ("" when absent)."""
+    metadata = obj.get("metadata")
+    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    return version if isinstance(version, str) else ""
+
+
+def key_of(obj: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object; raises :class:`Failure` (``malformed``) without a name."""
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not name or not isinstance(metadata, dict):
+        raise Failure("malformed", "a watched object has no metadata.name")
+    return str(metadata.get("namespace") or ""), name
+
+
+def apply(objects: dict[tuple[str, str], dict[str, Any]], kind: str, obj: dict[str, Any]) -> bool:
+    """Apply one event to ``objects`` (by :func:`key_of`); whether they changed (a bookmark: no)."""
+    if kind == "BOOKMARK":
+        return False
+    key = key_of(obj)
+    if kind == "DELETED":
+        return objects.pop(key, None) is not None
+    objects[key] = obj
+    return True
+
+
+class Watched(Refresher[S, A]):
+    """A :class:`~.refresh.Refresher` that lists (its :meth:`_ask` calls :meth:`_listed` with the
+    objects and their version) and then watches from that version on the same thread, publishing
+    each change; a subclass says where to watch (:meth:`_watch_path`) and how objects parse (:meth:`_parse`)."""
+
+    _stream: WatchStream
+    _node: str
+
+    def _watch_path(self) -> str:
+        raise NotImplementedError
+
+    def _parse(self, items: list[dict[str, Any]]) -> A:
+        raise NotImplementedError
+
+    def _listed(self, items: list[dict[str, Any]], version: str) -> None:
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for item in items:
+            found[key_of(item)] = item
+        self._objects, self._listed_version = found, version
+
+    def stop(self) -> None:
+        """Stop the thread: the watch in progress is ended at once."""
+        self._stop.set()
+        self._stream.abort()
+        super().stop()
+
+    def _run(self) -> None:
+        self._watch_logged = ""
+        while not self._stop.is_set():
+            began = self._clock()
+            self._listed_version = ""
+            self.refresh()
+            if self._listed_version and not self._stop.is_set():
+                if not self._watch(self._listed_version):
+                    self._stop.wait(1.0)  # a failing watch: relist, but not in a tight loop
+                continue
+            self._stop.wait(max(0.0, began + self._refresh - self._clock()))
+
+    def _watch(self, version: str) -> bool:
+        """Watch until the stream ends; whether it ended as the server meant it to (timeout, 410)."""
+        seconds = max(1, int(self._refresh))
+        try:
+            for kind, obj in self._stream.events(self._watch_path(), self._node, version, seconds):
+                if apply(self._objects, kind, obj):
+                    answer = self._parse(list(self._objects.values()))
+                    with self._refreshing:
+                        state, _ = self._published
+                        self._published = (
+                            self._answered(answer, state.calls, state.failures, time.time()),
+                            self._clock(),
+                        )
+                if self._stop.is_set():
+                    return True
+        except Gone as gone:
+            self._log.debug("%s: watch from version %s gone (%s): listing again", self._source, version, gone)
+            return True
+        except Failure as failure:
+            self._watch_failed(failure.kind, str(failure))
+            return False
+        except Exception as exc:  # noqa: BLE001 - a watch must not end the thread
+            self._watch_failed("error", f"{type(exc).__name__}: {exc}")
+            return False
+        if self._watch_logged:
+            self._log.info("%s: watching %s again", self._source, self._stream.url)
+            self._watch_logged = ""
+        return True
+
+    def _watch_failed(self, kind: str, detail: str) -> None:
+        """Count a failed watch by kind (the listed answer stays up: a list follows) and log a change."""
+        with self._refreshing:
+            self._failures[kind] = self._failures.get(kind, 0) + 1
+            state, answered = self._published
+            self._published = (self._with(state, failures=tuple(sorted(self._failures.items()))), answered)
+        if self._watch_logged != kind:
+            self._log.warning("%s: watching %s failed (%s: %s); listing again", self._source, self._stream.url,
+                              kind, detail)  # fmt: skip
+            self._watch_logged = kind

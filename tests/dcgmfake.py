@@ -336,6 +336,7 @@ SCENARIO_FIELDS: dict[str, int] = {
     "bar1.used": 92,
     "temperature.gpu": 150,
     "temperature.memory": 140,
+    "temperature.margin": 153,
     "temperature.slowdown": 158,
     "temperature.shutdown": 159,
     "temperature.max_operating": 152,

@@ -112,7 +112,14 @@ def dcgm_exporter_field_list() -> str:
     the rest of DCGM's device fields by id range with why they are not."""
     from gpu_exporter.catalogue import METRICS
     from gpu_exporter.compat import LABEL_FIELDS
-    from gpu_exporter.compat_fields import COMPOSED, DOUBLE_IDS, IDENTITY_SOURCES, NOT_SERVED
+    from gpu_exporter.compat_fields import (
+        BANDWIDTH_FIELDS,
+        BANDWIDTH_SOURCE,
+        COMPOSED,
+        DOUBLE_IDS,
+        IDENTITY_SOURCES,
+        NOT_SERVED,
+    )
     from gpu_exporter.dcgm_fields import FIELD_IDS
 
     served: dict[int, tuple[str, str, str]] = {}
@@ -123,6 +130,9 @@ def dcgm_exporter_field_list() -> str:
     names = {number: name for name, number in reversed(FIELD_IDS.items())}
     for number, composed in COMPOSED.items():
         served.setdefault(number, (names[number], composed.describe, "NVML/DCGM"))
+    for number, link in BANDWIDTH_FIELDS.items():
+        over = "every link" if link is None else f"link {link}"
+        served.setdefault(number, (names[number], f"{BANDWIDTH_SOURCE}, {over}", "NVML"))
     for number, source in IDENTITY_SOURCES.items():
         served.setdefault(number, (names[number], f"{source}, read at discovery", "NVML/DCGM"))
     served.setdefault(

@@ -8,6 +8,7 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import METRICS
 from gpu_exporter.compat import LABEL_FIELDS
 from gpu_exporter.compat_fields import (
+    BANDWIDTH_FIELDS,
     COMPOSED,
     DOUBLE_IDS,
     FB_USED_RATIO,
@@ -27,6 +28,7 @@ def _served() -> set[int]:
     return (
         {FIELD_IDS[spec.compat_name] for spec in METRICS if spec.compat_name}
         | set(COMPOSED)
+        | set(BANDWIDTH_FIELDS)
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
         | {XID_FIELD, FB_USED_RATIO}

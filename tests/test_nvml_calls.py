@@ -16,8 +16,9 @@ from tests.harness import SCENARIOS, start
 
 #: Per GPU per steady 1 s interval, one process per GPU. Before batching (one call per value, link
 #: and selector; pynvml's two-call process lists) gpu0, with 2 NVLinks, made 48.5; after, 17.4; 18.4 with
-#: the video clock (DCGM_FI_DEV_VIDEO_CLOCK), which NVML offers only as a call.
-MAX_CALLS_PER_GPU = 18.5
+#: the video clock (DCGM_FI_DEV_VIDEO_CLOCK), which NVML offers only as a call; 18.6 with the thermal
+#: margin (nvmlDeviceGetMarginTemperature, every 5th cycle). nvitop-exporter makes 19.0.
+MAX_CALLS_PER_GPU = 19.0
 FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldValues
 
 

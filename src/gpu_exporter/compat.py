@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from prometheus_client.core import Metric
@@ -28,12 +28,15 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
 from gpu_exporter.compat_devices import monitored, unmatched_ids
 from gpu_exporter.compat_fields import (
+    BANDWIDTH_FIELDS,
+    BANDWIDTH_KEYS,
     COMPOSED,
     DOUBLE_IDS,
     FB_USED_RATIO,
     FB_USED_RATIO_KEYS,
     IDENTITY_VALUES,
     P2P_STATUS_NAMES,
+    NvlinkBandwidth,
     decimal_label,
     fb_used_ratio,
 )
@@ -98,6 +101,7 @@ class CompatPlan:
     hostname: str
     hostname_label: str
     options: DcgmOptions = DcgmOptions()
+    bandwidth: NvlinkBandwidth = field(default_factory=NvlinkBandwidth, compare=False)  # state across frames
 
     @property
     def clock_window_seconds(self) -> float:
@@ -154,6 +158,11 @@ def plan(
                 items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
+        elif number in BANDWIDTH_FIELDS and number not in known:
+            if set(BANDWIDTH_KEYS) <= {spec.key for spec in specs if _supplied(spec, backend)}:
+                items.append(_Item(counter, number))
+            else:
+                reason = f"the NVLink throughput counters it is computed from are not read on the {backend} backend"
         elif number in COMPOSED and number not in known:
             if COMPOSED[number].keys <= {spec.key for spec in specs if _supplied(spec, backend)}:
                 items.append(_Item(counter, number))
@@ -191,12 +200,17 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     both through the one encoder with their naming profiles."""
 
     unchecked = [True]
+    bandwidth = any(item.field_id in BANDWIDTH_FIELDS and item.spec is None for item in compat.items)
 
     def render_compat(frame: Frame) -> Rendered:
         if unchecked[0] and any(device.up for device in frame.devices):
             unchecked[0] = False
             for missing in unmatched_ids(compat.options.devices, frame):
                 log.warning("-d: %s is not on this host; nothing is reported for it", missing)
+        if bandwidth:  # once per frame, not per scrape: the rate between this frame's counters and the last's
+            for device in frame.devices:
+                if device.up:
+                    compat.bandwidth.update(device.identity.uuid, device.entity, device.samples, frame.wall_time)
 
         def text() -> bytes:  # built when a scrape first asks for it
             families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
@@ -249,6 +263,11 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
             elif item.field_id == _XID_COUNT and frame.events is not None:
                 tally = frame.events.get(device.identity.uuid, XidTally())
                 samples += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
+            elif item.field_id in BANDWIDTH_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
+                value = compat.bandwidth.value(device.identity.uuid, BANDWIDTH_FIELDS[item.field_id])
+                uid = target.uid if target is not None else device.entity.uid
+                if value is not None:
+                    samples.append((base + _pods(device, options).get(uid, []), value))
             elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
                 value = COMPOSED[item.field_id].value(device.samples, device.entity)
                 uid = target.uid if target is not None else device.entity.uid

@@ -135,6 +135,62 @@ def fb_used_ratio(values: Mapping[str, float]) -> float | None:
     return used / usable
 
 
+#: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, and link n's DCGM_FI_DEV_NVLINK_BANDWIDTH_Ln field.
+BANDWIDTH_TOTAL = 449
+BANDWIDTH_LINKS: tuple[int, ...] = (*range(440, 446), *range(475, 481), *range(446, 449), *range(494, 497))
+#: Bandwidth field id → its link (None: every link).
+BANDWIDTH_FIELDS: dict[int, int | None] = {BANDWIDTH_TOTAL: None}
+BANDWIDTH_FIELDS.update({n: link for link, n in enumerate(BANDWIDTH_LINKS)})
+BANDWIDTH_KEYS = ("gpu_nvlink_transmit_bytes_total", "gpu_nvlink_receive_bytes_total")
+BANDWIDTH_SOURCE = (
+    "Δ(RX + TX KiB of `gpu_nvlink_receive_bytes_total`, `gpu_nvlink_transmit_bytes_total`) ÷ seconds "
+    "between samples ÷ 1000, truncated, 0 at the first sample (DCGM's ReadAndCacheNvLinkBandwidth)"
+)
+
+
+class NvlinkBandwidth:
+    """DCGM's NVLink bandwidth fields (449 for all links, 440-448, 475-480, 494-496 per link) as DCGM
+    4.x computes them at each of its samples: (RX + TX now − RX + TX at the previous sample, in KiB
+    of NVML's NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX) ÷ seconds between the samples ÷ 1000,
+    truncated to an integer; 0 at the first sample and after a counter reset (never negative).
+
+    State: per (GPU uuid, link or None) the previous KiB total, its time and the value computed;
+    updated once per frame (:meth:`update`), read by every render of that frame (:meth:`value`)."""
+
+    def __init__(self) -> None:
+        self._state: dict[tuple[str, int | None], tuple[float, float, float]] = {}
+
+    def update(self, uuid: str, gpu: Entity, samples: Mapping[Entity, Mapping[str, float]], now: float) -> None:
+        """Fold one frame's NVLink counters of GPU ``gpu`` (bytes) taken at Unix time ``now``."""
+        totals: dict[int | None, float] = {}
+        for entity, values in samples.items():
+            if entity.kind != "nvlink" or not entity.uid.startswith(gpu.uid + "/"):
+                continue
+            found = [values[key] for key in BANDWIDTH_KEYS if key in values]
+            if not found:
+                continue
+            kib = sum(found) / 1024  # NVML's unit
+            totals[int(dict(entity.labels)["nvlink"])] = kib
+            totals[None] = totals.get(None, 0.0) + kib
+        for which, kib in totals.items():
+            previous = self._state.get((uuid, which))
+            if previous is None:
+                value = 0.0
+            elif now <= previous[1]:  # the same sample again: keep its value
+                continue
+            else:
+                delta = kib - previous[0]
+                value = 0.0 if delta < 0 else float(int(delta / (now - previous[1]) / 1000))
+            self._state[(uuid, which)] = (kib, now, value)
+        for key in [key for key in self._state if key[0] == uuid and key[1] not in totals]:
+            del self._state[key]  # a link (or the whole GPU's links) no longer read: start over
+
+    def value(self, uuid: str, link: int | None) -> float | None:
+        """The last computed value of GPU ``uuid``'s link (None: every link); None when unread."""
+        state = self._state.get((uuid, link))
+        return None if state is None else state[2]
+
+
 #: dcgm-exporter's link_status names of nvmlGpuP2PStatus_t 0-6 (DCGM's enum mirrors NVML's).
 P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNotSupported", "DisabledByRegKey",
                     "NotSupported", "Unknown")  # fmt: skip
@@ -151,8 +207,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),
     (120, 130, "auto-boost setting and the supported-clocks list (a record, not a number): not read yet"),
-    (153, 153, "thermal margin (DCGM reads NVML nvmlDeviceGetMarginTemperature): one more NVML call per GPU "
-     "per interval, not added yet"),
     (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
     (205, 205, "per-process accounting records, not a sample"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
@@ -160,19 +214,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "yet (NVML nvmlDeviceGetMemoryErrorCounter)"),
     (346, 363, "DCGM diagnostic results, which NVML does not run"),
     (385, 389, "row-remapper histogram: not read yet (NVML nvmlDeviceGetRowRemapperHistogram)"),
-    # DCGM 4.6's cache manager (ReadAndCacheNvLinkBandwidth) computes 449 at each of its own samples as
-    # (RX + TX now - RX + TX at its previous sample) / seconds between them / 1000, from NVML's
-    # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX (KiB, scopeId all links; 440-445 one link each),
-    # truncated to an INT64 and 0 at the first sample: a rate in KiB/s ÷ 1000 over DCGM's sampling
-    # interval, although dcgm-exporter's CSV types it a counter. Our frames hold one cycle's counters,
-    # not the previous cycle's, so the same number cannot be computed here without inventing it.
-    (440, 449, "NVLink bandwidth: DCGM's own rate, (Δ(RX+TX) KiB of NVML's NVLink throughput counters over "
-     "all links) ÷ seconds between DCGM's samples ÷ 1000, which needs the previous sample; "
-     "rate(gpu_nvlink_transmit_bytes_total[1m]) + rate(gpu_nvlink_receive_bytes_total[1m]) gives the bytes "
-     "per second (collector nvlink)"),
     (450, 450, "DCGM's NVLink error health flag: not read yet"),
-    (475, 480, "NVLink bandwidth (links 6-11), as for 440-449"),
-    (494, 496, "NVLink bandwidth (links 15-17), as for 440-449"),
     (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
     (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
     (571, 577, "platform placement (chassis, slot, tray): not read yet (NVML nvmlDeviceGetPlatformInfo)"),

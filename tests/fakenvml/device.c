@@ -338,6 +338,20 @@ nvmlReturn_t DECLDIR nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvml
     }
 }
 
+/* Thermal margin: degrees C below the slowdown limit, signed (negative past it). */
+nvmlReturn_t DECLDIR nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarginTemperature_t *marginTempInfo)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(marginTempInfo != NULL);
+    if (marginTempInfo->version != nvmlMarginTemperature_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    double value;
+    if (!fake_dev_f64(&c, &value, "temperature.margin"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    marginTempInfo->marginTemperature = (int)value;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t DECLDIR nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
 {
     DEVICE_PROLOGUE(device, 0);

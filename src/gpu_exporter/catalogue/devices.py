@@ -114,6 +114,12 @@ ROWS: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_MEMORY_TEMP",
     ),
     _gauge(
+        "gpu_temperature_margin_celsius", "celsius",
+        "Core temperature headroom: degrees below the GPU's thermal limit (a negative margin, past "
+        "it, is dropped by the plausibility check)", "temperature",
+        NvmlSource("nvmlDeviceGetMarginTemperature"), DcgmSource(153), "DCGM_FI_DEV_GPU_TEMP_LIMIT", every=5,
+    ),
+    _gauge(
         "gpu_temperature_slowdown_threshold_celsius", "celsius",
         "Core temperature at which the GPU starts to slow its clocks", "temperature",
         NvmlSource("nvmlDeviceGetTemperatureThreshold", "slowdown"), DcgmSource(158), "DCGM_FI_DEV_SLOWDOWN_TEMP",

@@ -13,6 +13,7 @@ ABSURD_TEMPERATURE = 644245923  # what broken drivers have returned (gpuN.absurd
 ABSURD_UTILIZATION = 4294967295
 MEMORY_V2 = 0x02000028  # nvmlMemory_v2: sizeof(nvmlMemory_v2_t) | 2 << 24
 TEMPERATURE_V1 = 0x0100000C  # nvmlTemperature_v1
+MARGIN_TEMPERATURE_V1 = 0x01000008  # nvmlMarginTemperature_v1
 CLOCK_EVENT_REASONS_ALL = 0x7FF  # nvmlClocksEventReasonAll: every reason up to Reliability
 
 

@@ -8,7 +8,13 @@ from typing import Any
 
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
-from gpu_exporter.simulate.device import ABSURD_TEMPERATURE, CLOCK_EVENT_REASONS_ALL, TEMPERATURE_V1, absurd
+from gpu_exporter.simulate.device import (
+    ABSURD_TEMPERATURE,
+    CLOCK_EVENT_REASONS_ALL,
+    MARGIN_TEMPERATURE_V1,
+    TEMPERATURE_V1,
+    absurd,
+)
 
 
 def _gpu_temperature(c: Call) -> int | None:
@@ -49,6 +55,21 @@ def threshold(c: Call, kind: Any, out: Any) -> int:
         return errors.INVALID_ARGUMENT
     key = _THRESHOLDS.get(abi.number(kind))
     return errors.NOT_SUPPORTED if key is None else c.out(out, key)
+
+
+@device("nvmlDeviceGetMarginTemperature")
+def margin(c: Call, out: Any) -> int:
+    """``temperature.margin``: °C below the slowdown limit, signed (negative past it)."""
+    reading = abi.target(out)
+    if reading is None:
+        return errors.INVALID_ARGUMENT
+    if reading.version != MARGIN_TEMPERATURE_V1:
+        return errors.ARGUMENT_VERSION_MISMATCH
+    value = c.f64("temperature.margin")
+    if value is None:
+        return errors.NOT_SUPPORTED
+    reading.marginTemperature = int(value)
+    return errors.SUCCESS
 
 
 @device("nvmlDeviceGetFanSpeed")

@@ -173,6 +173,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetEncoderUtilization": _first(pynvml.nvmlDeviceGetEncoderUtilization),
     "nvmlDeviceGetDecoderUtilization": _first(pynvml.nvmlDeviceGetDecoderUtilization),
     "nvmlDeviceGetFanSpeed": _single(pynvml.nvmlDeviceGetFanSpeed),
+    "nvmlDeviceGetMarginTemperature": _single(pynvml.nvmlDeviceGetMarginTemperature),  # °C, signed
     "nvmlDeviceGetPowerUsage": _single(pynvml.nvmlDeviceGetPowerUsage),
     "nvmlDeviceGetEnforcedPowerLimit": _single(pynvml.nvmlDeviceGetEnforcedPowerLimit),
     "nvmlDeviceGetPowerManagementDefaultLimit": _single(pynvml.nvmlDeviceGetPowerManagementDefaultLimit),

@@ -1,0 +1,86 @@
+"""DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL and _L<n> on the NVML backend, in dcgm-exporter mode: DCGM's
+rate, Δ(RX + TX KiB of NVML's NVLink throughput counters) ÷ seconds between samples ÷ 1000,
+truncated, 0 at the first sample; a counter reset gives 0, never a negative value."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from gpu_exporter import model
+from gpu_exporter.compat_fields import BANDWIDTH_FIELDS, BANDWIDTH_LINKS, BANDWIDTH_TOTAL, NvlinkBandwidth
+from tests.harness import SCENARIOS, Exporter, samples, start, value
+
+STEP = 10_000_000  # KiB that link 0's TX counter grows per step (RX grows twice as much)
+PERIOD = 1  # seconds per step of the scenario's cycle
+INTERVAL = 2  # the collect interval: at least one step between two samples
+CSV = """\
+DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, gauge, NVLink bandwidth over all links.
+DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, gauge, NVLink bandwidth of link 0.
+DCGM_FI_DEV_NVLINK_BANDWIDTH_L1, gauge, NVLink bandwidth of link 1.
+"""
+
+
+def _scenario(tmp_path: Path) -> Path:
+    cycle = lambda step: ",".join(str(i * step) for i in range(120)) + f"@{PERIOD}"  # noqa: E731 - one-line helper
+    text = (SCENARIOS / "h100x4.scn").read_text()
+    text += f"gpu0.nvlink.0.tx = {cycle(STEP)}\ngpu0.nvlink.0.rx = {cycle(2 * STEP)}\n"
+    path = tmp_path / "bandwidth.scn"
+    path.write_text(text)
+    return path
+
+
+def _scrape(exporter: Exporter, after: float | None) -> tuple[float, dict[str, float | None]]:
+    """The next frame's sample time and its bandwidth values of GPU 0 (waits for a newer frame)."""
+    for _ in range(100):
+        parsed = samples(exporter.metrics())
+        at = value(parsed, "gpu_exporter_last_sample_timestamp_seconds")
+        if at is not None and (after is None or at > after):
+            names = ("TOTAL", "L0", "L1")
+            return at, {name: value(parsed, f"DCGM_FI_DEV_NVLINK_BANDWIDTH_{name}", gpu="0") for name in names}
+        time.sleep(0.1)
+    raise AssertionError("no new frame in 10 s")
+
+
+def test_bandwidth_is_dcgms_rate_between_two_samples(fakenvml_dir: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "bandwidth.csv"
+    csv.write_text(CSV)
+    exporter = start(
+        fakenvml_dir, _scenario(tmp_path), tmp_path, "-f", str(csv), "--collector.nvlink",
+        "--collect-interval", f"{INTERVAL}s", wait_for="/readyz",
+    )  # fmt: skip
+    try:
+        first_at, first = _scrape(exporter, None)
+        second_at, second = _scrape(exporter, first_at)
+        text = exporter.metrics()
+    finally:
+        exporter.stop()
+    assert first == {"TOTAL": 0.0, "L0": 0.0, "L1": 0.0}, first  # DCGM: 0 at the first sample
+    seconds = second_at - first_at
+    per_step = 3 * STEP  # KiB of TX + RX per step of the cycle
+    got = second["L0"]
+    assert got is not None
+    steps = round(got * 1000 * seconds / per_step)  # how many steps of the cycle lay between the reads
+    assert steps >= 1, (got, seconds)
+    want = math.trunc(steps * per_step / seconds / 1000)
+    assert abs(got - want) <= 1, (got, want, seconds)  # the timestamp is taken a moment after the frame's time
+    assert second["L1"] == 0.0  # link 1's counters do not move
+    assert second["TOTAL"] == got + second["L1"]
+    assert 'DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{gpu="1",' in text  # every GPU with NVLink counters
+
+
+def test_a_counter_reset_gives_zero_and_fields_map_to_links() -> None:
+    gpu, link = model.gpu(0, "GPU-0"), model.nvlink(0, "GPU-0", 0)
+    bandwidth = NvlinkBandwidth()
+    kib = 1024.0  # bytes per KiB
+    for at, total_kib, want in ((10.0, 0, 0.0), (12.0, 8000, 4.0), (14.0, 100, 0.0), (15.0, 2100, 2.0)):
+        key = "gpu_nvlink_transmit_bytes_total"
+        bandwidth.update("GPU-0", gpu, {gpu: {}, link: {key: total_kib * kib}}, at)
+        assert bandwidth.value("GPU-0", 0) == want
+        assert bandwidth.value("GPU-0", None) == want
+    assert BANDWIDTH_FIELDS[BANDWIDTH_TOTAL] is None
+    assert [BANDWIDTH_FIELDS[number] for number in (440, 445, 475, 480, 446, 448, 494, 496)] == [
+        0, 5, 6, 11, 12, 14, 15, 17
+    ]  # fmt: skip
+    assert len(BANDWIDTH_LINKS) == 18

@@ -312,8 +312,8 @@ OPTIONS: tuple[Option, ...] = (
            "only for self-signed kubelet certificates; default false).", "BOOL", switch=True),
     Option("--kubernetes.api-url", "kubernetes_api_url", ("kubernetes", "api-url"), str,
            "The Kubernetes API server, for the GPU and MIG UUIDs of DRA-allocated devices (this node's "
-           "ResourceSlices) and the pods of process pod UIDs (this node's pods), listed every 3 refresh "
-           "intervals with the token and CA of --kubernetes.kubelet-token-file/-ca-file (default auto: "
+           "ResourceSlices) and the pods of process pod UIDs (this node's pods), watched, and listed every 3 "
+           "refresh intervals, with the token and CA of --kubernetes.kubelet-token-file/-ca-file (default auto: "
            "in a pod, https://KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT; empty: not asked).", "URL"),
     Option("--kubernetes.node-name", "kubernetes_node", ("kubernetes", "node-name"), str,
            "This node's name in the API server, to list only its ResourceSlices and pods (default the "

@@ -203,13 +203,17 @@ class Watched(Refresher[S, A]):
 
     def _run(self) -> None:
         self._watch_logged = ""
+        broken = 0  # watches failed in a row
         while not self._stop.is_set():
             began = self._clock()
             self._listed_version = ""
             self.refresh()
             if self._listed_version and not self._stop.is_set():
-                if not self._watch(self._listed_version):
-                    self._stop.wait(1.0)  # a failing watch: relist, but not in a tight loop
+                if self._watch(self._listed_version):
+                    broken = 0
+                    continue
+                broken += 1  # relist after 1 s, and at the list cadence while watches keep failing (no RBAC)
+                self._stop.wait(1.0 if broken == 1 else max(1.0, began + self._refresh - self._clock()))
                 continue
             self._stop.wait(max(0.0, began + self._refresh - self._clock()))
 

@@ -145,3 +145,23 @@ def test_no_dra_api_wrong_ca_and_no_token_are_told_apart(api: KubeApi, tmp_path:
     nothing.refresh()
     assert (nothing.current().error, nothing.current().up) == ("token", False)
     assert all(header != "Bearer " for _query, header in api.requests)
+
+
+def test_pods_are_watched_after_the_list(api: KubeApi, tmp_path: Path) -> None:
+    api.pods = [api_pod("ns", "first", "uid-1", {})]
+    source = NodePods(_client(api, tmp_path), NODE, 30.0, 60.0)
+    source.start()
+    try:
+        wait_for(lambda: api.watches() == 1)
+        assert "uid-1" in source.current().pods
+        api.publish("ADDED", api_pod("ns", "second", "uid-2", {"c" * 64: "main"}), plural="pods")
+        wait_for(lambda: "uid-2" in source.current().pods, timeout=2.0)
+        api.publish("DELETED", api_pod("ns", "first", "uid-1", {}), plural="pods")
+        wait_for(lambda: "uid-1" not in source.current().pods, timeout=2.0)
+        assert sum("watch=" not in query for query, _ in api.requests) == 1  # one list, the rest watched
+        watch = next(query for query, _ in api.requests if "watch=" in query)
+        assert "allowWatchBookmarks=true" in watch and "resourceVersion=100" in watch and "timeoutSeconds=30" in watch
+    finally:
+        began = time.monotonic()
+        source.stop()
+    assert time.monotonic() - began < 1.0  # stop ends the watch in progress (else it waits up to 6 s)

@@ -53,6 +53,9 @@ FAILURE_KINDS = (
     "error",
 )  # fmt: skip
 _NO_PODS: Mapping[str, PodName] = {}
+#: lightkube's generic resource classes, made once per process: lightkube registers each kind once,
+#: so a second client (another source, a test) must reuse them.
+_RESOURCES: dict[tuple[str, str, str], Any] = {}
 
 
 class ApiClient:
@@ -64,7 +67,6 @@ class ApiClient:
         self._ca_file = ca_file
         self.timeout_seconds = timeout_seconds
         self._client: Any = None
-        self._resources: dict[tuple[str, str, str], Any] = {}  # lightkube's generic classes, made once each
 
     def _made(self) -> Any:
         if self._client is None:
@@ -97,15 +99,15 @@ class ApiClient:
         """Every object of ``kind`` on ``node`` (as JSON objects) and the list's ``resourceVersion``;
         raises :class:`Failure`."""
         import httpx2
-        from lightkube import ALL_NS, ApiError, ConfigError
+        from lightkube import ALL_NS, ApiError, ConfigError, NotReadyError
         from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
         client = self._made()
         namespaced = kind == "Pod"
-        resource = self._resources.get((group, version, kind))
+        resource = _RESOURCES.get((group, version, kind))
         if resource is None:
             make = create_namespaced_resource if namespaced else create_global_resource
-            resource = self._resources[(group, version, kind)] = make(group, version, kind, plural)
+            resource = _RESOURCES[(group, version, kind)] = make(group, version, kind, plural)
         extra = {"namespace": ALL_NS} if namespaced else {}
         try:
             found = []
@@ -114,7 +116,11 @@ class ApiClient:
                 found.append(item.to_dict() if hasattr(item, "to_dict") else dict(item))
                 if len(found) > MAX_OBJECTS:
                     raise Failure("too_large", f"more than {MAX_OBJECTS} {plural}")
-            return found, str(getattr(listed, "_resourceVersion", None) or "")
+            try:
+                version = str(listed.resourceVersion)  # lightkube: known once the first page is read
+            except NotReadyError:
+                version = ""  # no version: listed, but not watched
+            return found, version
         except ApiError as exc:
             code = exc.status.code or 0
             kind_of = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")

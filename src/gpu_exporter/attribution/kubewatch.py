@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import ssl
 import threading
 import time
@@ -115,7 +116,12 @@ class WatchStream:
         with self._lock:
             self._aborted = True
             if self._response is not None:
-                with contextlib.suppress(Exception):  # closing a stream another thread reads may fail in any way
+                # closing the response does not wake a thread blocked reading it; shutting its socket does
+                network = self._response.extensions.get("network_stream")
+                sock = network.get_extra_info("socket") if network is not None else None
+                with contextlib.suppress(Exception):  # a socket another thread reads may fail in any way
+                    if sock is not None:
+                        sock.shutdown(socket.SHUT_RDWR)
                     self._response.close()
 
 

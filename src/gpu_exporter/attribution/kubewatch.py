@@ -6,7 +6,8 @@ second instead of at the next list.
 The answer is the API's watch stream: one JSON object a line, ``{"type": …, "object": …}`` with
 ``type`` ``ADDED``, ``MODIFIED`` or ``DELETED`` (the object, applied to the listed objects by
 namespace and name, all of them parsed again as the list is), ``BOOKMARK`` (only
-``object.metadata.resourceVersion``, the version reached) or ``ERROR`` (a ``Status`` object).
+``object.metadata.resourceVersion``, the version reached: nothing listed changes; as every end of
+a watch is followed by a list, the version reached is only logged) or ``ERROR`` (a ``Status`` object).
 Every end of a watch leads to a fresh list: the server closing it after ``timeoutSeconds`` (the
 source's list cadence, so the periodic list stays as the safety net), ``ERROR`` (410 Gone: the
 version is too old), a dropped stream, nothing read for ``timeoutSeconds`` plus the request
@@ -228,6 +229,7 @@ class Watched(Refresher[S, A]):
         seconds = max(1, int(self._refresh))
         try:
             for kind, obj in self._stream.events(self._watch_path(), self._node, version, seconds):
+                version = version_of(obj) or version  # a bookmark only moves the version reached
                 if apply(self._objects, kind, obj):
                     answer = self._parse(list(self._objects.values()))
                     with self._refreshing:
@@ -239,7 +241,7 @@ class Watched(Refresher[S, A]):
                 if self._stop.is_set():
                     return True
         except Gone as gone:
-            self._log.debug("%s: watch from version %s gone (%s): listing again", self._source, version, gone)
+            self._log.debug("%s: watch at version %s gone (%s): listing again", self._source, version, gone)
             return True
         except Failure as failure:
             self._watch_failed(failure.kind, str(failure))

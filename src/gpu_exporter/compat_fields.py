@@ -6,6 +6,9 @@ A *composed* field is a sum over catalogue rows of one GPU: DCGM field 112 (the 
 bitmask) is Σ bit × ``gpu_clock_event_active{reason}``; the NVLink error totals (409, 419, 429, 439)
 add ``gpu_nvlink_errors_total{type}`` over the GPU's links, and the per-link fields (410-415, …)
 take one link's. Both backends compose them the same way, so their dcgm-exporter output matches.
+The NVLink bandwidth fields (449, 440-448, 475-480, 494-496) are DCGM's own rate between two
+samples: :class:`NvlinkBandwidth` keeps the previous counters per GPU and link to compute them on
+NVML (the DCGM backend does not serve them yet).
 
 :data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
 checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.

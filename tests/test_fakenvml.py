@@ -240,6 +240,7 @@ NUMERIC_CASES: list[tuple[str, str, Any]] = [
      "nvml.nvmlDeviceGetTemperatureThreshold(h, nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)", 92),
     ("temperature.max_operating = 85",
      "nvml.nvmlDeviceGetTemperatureThreshold(h, nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX)", 85),
+    ("temperature.margin = -3", "nvml.nvmlDeviceGetMarginTemperature(h)", -3),  # signed: past the limit
     ("fan_speed = 30", "nvml.nvmlDeviceGetFanSpeed(h)", 30),
     ("", "nvml.nvmlDeviceGetFanSpeed_v2(h, 0)", 30),
     ("", "nvml.nvmlDeviceGetNumFans(h)", 1),

@@ -117,6 +117,21 @@ def test_unsupported_functions_produce_no_sample(fakenvml_dir: Path, tmp_path: P
     assert exporter.log().count("nvmlDeviceGetPowerUsage is not supported") == 1
 
 
+def test_a_gpu_past_its_thermal_limit_has_a_negative_margin(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Negative values are implausible for almost every row, but a margin past the limit is a fact."""
+    text = (SCENARIOS / "h100x4.scn").read_text() + "gpu1.temperature.margin = -4\n"
+    scenario = tmp_path / "hot.scn"
+    scenario.write_text(text)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    assert value(parsed, "gpu_temperature_margin_celsius", gpu="1") == -4
+    assert value(parsed, "gpu_temperature_margin_celsius", gpu="0") == 19
+    assert value(parsed, "gpu_exporter_invalid_values_total", field="gpu_temperature_margin_celsius") is None
+
+
 def test_http_surface(fakenvml_dir: Path, tmp_path: Path) -> None:
     exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h")
     try:

@@ -20,8 +20,8 @@ _CONSISTENCY = (
 
 
 def plausible(spec: MetricSpec, raw: float, value: float) -> bool:
-    """True when ``raw`` is no sentinel and ``value`` (base units) is within the spec's bound."""
-    if raw in SENTINELS or value < 0:
+    """True when ``raw`` is no sentinel and ``value`` (base units) is within the spec's minimum and bound."""
+    if raw in SENTINELS or value < spec.minimum:
         return False
     limit = spec.bound
     return limit is None or value <= limit

@@ -115,9 +115,9 @@ ROWS: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "gpu_temperature_margin_celsius", "celsius",
-        "Core temperature headroom: degrees below the GPU's thermal limit (a negative margin, past "
-        "it, is dropped by the plausibility check)", "temperature",
+        "Core temperature headroom: degrees below the GPU's thermal limit (negative past it)", "temperature",
         NvmlSource("nvmlDeviceGetMarginTemperature"), DcgmSource(153), "DCGM_FI_DEV_GPU_TEMP_LIMIT", every=5,
+        minimum=-273.0,
     ),
     _gauge(
         "gpu_temperature_slowdown_threshold_celsius", "celsius",

@@ -180,7 +180,8 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     that has no vendor source. ``compat_name`` and ``compat_scale`` render the same sample under
     dcgm-exporter's name and unit. ``variant`` gives the extra labels of one series of a family
     that several rows share (e.g. ``reason``). ``maximum`` is the physical bound in base units
-    above which a value is dropped as invalid.
+    above which a value is dropped as invalid; ``minimum`` the one below which it is (0: no metric
+    is negative but a few, such as a temperature margin past the limit).
     """
 
     name: str
@@ -196,6 +197,7 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     derive: Derivation | None = None
     variant: tuple[tuple[str, str], ...] = ()
     maximum: float | None = None
+    minimum: float = 0.0
 
     @cached_property
     def key(self) -> str:
@@ -276,6 +278,7 @@ def row(
     derive: Derivation | None = None,
     variant: tuple[tuple[str, str], ...] = (),
     maximum: float | None = None,
+    minimum: float = 0.0,
 ) -> MetricSpec:
     """A row with its NVML and DCGM sources given in that order (None where a backend has none)."""
     sources: dict[str, NvmlSource | DcgmSource] = {}
@@ -285,7 +288,7 @@ def row(
         sources["dcgm"] = dcgm
     return MetricSpec(
         name, kind, unit, description, collector, sources, entities, compat, compat_scale, every, derive, variant,
-        maximum,
+        maximum, minimum,
     )  # fmt: skip
 
 

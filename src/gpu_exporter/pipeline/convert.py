@@ -26,10 +26,10 @@ class Converted:
     invalid: dict[str, int] = field(default_factory=dict)
 
 
-#: Per backend, per row key: (metric name, plausible bound, scale numerator and denominator, or the
+#: Per backend, per row key: (metric name, plausible minimum and bound, scale numerator and denominator, or the
 #: source itself where its value is no plain scale: a DCGM flag bit), or None where the backend has
 #: no source for the row; built once per (backend, key) from the catalogue.
-_Row = tuple[str, float | None, int, int, Source | None]
+_Row = tuple[str, float, float | None, int, int, Source | None]
 _ROWS: dict[str, dict[str, _Row | None]] = {}
 
 
@@ -42,7 +42,8 @@ def _row(backend: str, key: str) -> _Row | None:
             rows[key] = None
         else:
             special = source if getattr(source, "bit", 0) else None
-            rows[key] = (spec.name, spec.bound, source.scale.numerator, source.scale.denominator, special)
+            scale = source.scale
+            rows[key] = (spec.name, spec.minimum, spec.bound, scale.numerator, scale.denominator, special)
     return rows[key]
 
 
@@ -64,9 +65,9 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Convert
                 continue
             if remembered:
                 memo.answered(uid, key)
-            name, bound, numerator, denominator, special = row
+            name, minimum, bound, numerator, denominator, special = row
             value = raw * numerator / denominator if special is None else special.value(raw)
-            if raw not in SENTINELS and not value < 0 and (bound is None or value <= bound):
+            if raw not in SENTINELS and not value < minimum and (bound is None or value <= bound):
                 values[key], kept[key] = value, raw
             else:
                 out.invalid[name] = out.invalid.get(name, 0) + 1

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenarios = {size.key: write(cache / "scenarios", size) for size in {*sizes, *profile_sizes}}
         machine = describe(REPO, venv / "bin" / "python" if venv else None, wrk.version(wrk_path))
         counted = _count_calls(systems, sizes, plan, fake_dir, scenarios, venv, work, args.calls_seconds or 8.0)
-        plans = {key: Path(entry["floor_plan"]) for key, entry in counted.items() if "floor_plan" in entry}
+        plans = {key: work / f"floor-plan-{key}.json" for key, entry in counted.items() if "floor_plan" in entry}
         points = _measure_all(
             systems, sizes, runs, plan, not args.no_nvitop_mig, fake_dir, scenarios, venv, wrk_path, work, plans
         )
@@ -376,7 +376,7 @@ def _count_calls(
                 )  # fmt: skip
                 if FLOOR in systems:
                     floor = calls.floor_plan(entry[GPU_EXPORTER], size.mig, work / f"floor-plan-{size.key}.json")
-                    entry["floor_plan"] = str(floor)
+                    entry["floor_plan"] = str(floor.relative_to(REPO) if floor.is_relative_to(REPO) else floor.name)
                     _log(f"counting driver calls: floor at {size.label}")
                     entry[FLOOR] = calls.count(
                         functools.partial(start_floor, floor, fake_dir, scenario, interval, work),

@@ -237,9 +237,12 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
             max(30.0, 3 * settings.kubelet_refresh),
             insecure_skip_verify=settings.kubelet_insecure,
         )  # fmt: skip
-    from gpu_exporter.attribution.kubeapi import api_sources
+    slices: Slices | None = None
+    api_pods: PodNames | None = None
+    if settings.kubernetes:  # lightkube, httpx and the pod-resources protobufs load only here
+        from gpu_exporter.attribution.kubeapi import api_sources
 
-    slices, api_pods = api_sources(settings) if settings.kubernetes else (None, None)
+        slices, api_pods = api_sources(settings)
     return Attributor(
         Path(settings.procfs),
         settings.max_processes,

@@ -386,6 +386,9 @@ SCENARIO_FIELDS: dict[str, int] = {
     "remapped_rows.uncorrectable": 393,
     "remapped_rows.pending": 396,
     "remapped_rows.failure": 395,
+    "fabric.clique_id": 173,
+    "fabric.health_mask": 174,
+    "fabric.health_summary": 175,
 }
 #: Fields DCGM stores as doubles (watts); the rest are int64 in DCGM's integer unit.
 DOUBLE_FIELDS = frozenset({155, 157, 160, 161, 162, 163, 164})
@@ -417,6 +420,23 @@ def scenario_keys(text: str) -> dict[str, str]:
             key, _, raw = line.partition("=")
             values[key.strip()] = raw.strip()
     return values
+
+
+def _fabric(own: dict[str, str], fields: dict[int, Raw]) -> None:
+    """DCGM's fabric fields as its cache manager stores them from nvmlDeviceGetGpuFabricInfoV: field
+    170 is the state (1-3), 4 when completed with an error status; a GPU in no fabric (no state, or
+    state 0) has none; the clique and mask default to 0 as the fake NVML's, a summary of 0 is none."""
+    state = int(own.get("fabric.state", "0"), 0)
+    if not state:
+        for number in (173, 174, 175):
+            fields.pop(number, None)
+        return
+    failed = state == 3 and int(own.get("fabric.status", "0"), 0) != 0
+    fields[170] = int64(4 if failed else state)
+    fields.setdefault(173, int64(0))
+    fields.setdefault(174, int64(0))
+    if int(own.get("fabric.health_summary", "0"), 0) == 0:
+        fields.pop(175, None)
 
 
 def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcgm:
@@ -451,6 +471,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             fields[93] = dcgm_raw(93, str(int(own["bar1.total"]) - int(own["bar1.used"])))
         if "ecc.mode" in own:
             fields[301] = dcgm_raw(301, own.get("ecc.pending", own["ecc.mode"]))
+        _fabric(own, fields)
         fields[50] = string(own.get("name", ""))
         fields[52] = int64(gpu)
         fields[54] = string(own.get("uuid", f"GPU-00000000-0000-0000-0000-{gpu:012d}"))
@@ -472,6 +493,10 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             fields[51] = string(BRANDS.get(int(own["brand"], 0), "Unknown"))
         fields[58] = int64(int(own.get("pci.device_id", "0x233010DE"), 0))
         fields[59] = int64(int(own.get("pci.subsystem_id", "0"), 0))
+        if "platform.chassis_serial" in own:  # nvmlDeviceGetPlatformInfo: the serial (up to 15 bytes), 0 defaults
+            fields[572] = string(own["platform.chassis_serial"][:15])
+            for number, key in zip(range(573, 578), ("slot", "tray", "host_id", "peer_type", "module_id"), strict=True):
+                fields[number] = int64(int(own.get(f"platform.{key}", "0"), 0) & 0xFF)
         if "compute_capability.major" in own and "compute_capability.minor" in own:
             fields[63] = int64(int(own["compute_capability.major"]) << 16 | int(own["compute_capability.minor"]))
         peers = {

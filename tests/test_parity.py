@@ -189,6 +189,8 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     }
     if scenario == "h100x4.scn":
         must |= {"DCGM_EXP_P2P_STATUS", "DCGM_FI_DEV_NVLINK_P2P_STATUS", "DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY"}
+        must |= {"DCGM_FI_DEV_FABRIC_MANAGER_STATUS", "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"}
+        must |= {"DCGM_FI_DEV_PLATFORM_MODULE_ID", "DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER"}
     if "nvlink" in extra:
         must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
         must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}

@@ -87,6 +87,11 @@ def _capability(dev: DeviceIdentity) -> int | None:
     return None if dev.compute_capability is None else dev.compute_capability[0] << 16 | dev.compute_capability[1]
 
 
+def _placement(position: int) -> Callable[[DeviceIdentity], int | None]:
+    """DCGM 573-577: one number of the GPU's platform placement (slot, tray, host id, peer type, module id)."""
+    return lambda dev: None if dev.placement is None else dev.placement[position]
+
+
 def _p2p_bitmap(dev: DeviceIdentity) -> int | None:
     """DCGM field 64 (DCGM_FI_DEV_NVLINK_P2P_STATUS): bit g set when the NVLink P2P status towards GPU
     g is OK, as DCGM builds it from nvmlDeviceGetP2PStatus(NVML_P2P_CAPS_INDEX_NVLINK)."""
@@ -102,6 +107,12 @@ IDENTITY_SOURCES: dict[int, str] = {
     59: "NVML nvmlDeviceGetPciInfo pciSubSystemId",
     63: "NVML nvmlDeviceGetCudaComputeCapability, major << 16 \\| minor",
     64: "P2P status over NVLink towards each GPU (NVML nvmlDeviceGetP2PStatus): bit g set when OK",
+    **{
+        number: f"NVML nvmlDeviceGetPlatformInfo {member}"
+        for number, member in zip(
+            range(573, 578), ("slotNumber", "trayIndex", "hostId", "peerType", "moduleId"), strict=True
+        )
+    },
 }
 IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM field id → value
     52: lambda dev: dev.index,
@@ -109,6 +120,7 @@ IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM f
     59: lambda dev: dev.pci_subsystem_id,
     63: _capability,
     64: _p2p_bitmap,
+    **{number: _placement(number - 573) for number in range(573, 578)},
 }
 
 
@@ -210,7 +222,9 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),
     (120, 130, "auto-boost setting and the supported-clocks list (a record, not a number): not read yet"),
-    (165, 175, "power profiles and fabric manager state: not read yet (NVML nvmlDeviceGetGpuFabricInfoV)"),
+    (165, 175, "power profiles (165-167): not read yet (NVML nvmlDeviceGetWorkloadPowerProfile*); the fabric "
+     "error code (171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not "
+     "served, gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
     (314, 345, "ECC errors by memory location (L1, L2, device, register, texture, SHM, CBU, SRAM): not read "
@@ -220,7 +234,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (450, 450, "DCGM's NVLink error health flag: not read yet"),
     (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
     (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
-    (571, 577, "platform placement (chassis, slot, tray): not read yet (NVML nvmlDeviceGetPlatformInfo)"),
+    (571, 577, "the platform's InfiniBand GUID (571): not read yet (its text form in DCGM is not confirmed here)"),
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),

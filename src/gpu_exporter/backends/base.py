@@ -70,6 +70,10 @@ class DeviceIdentity:
     compute_capability: tuple[int, int] | None = None  # CUDA (major, minor), DCGM 63 packs major << 16 | minor
     #: (peer GPU index, NVML P2P status over NVLink: nvmlGpuP2PStatus_t, 0 OK) for each peer that answered.
     p2p_nvlink: tuple[tuple[int, int], ...] = ()
+    #: Where the GPU sits in a rack-scale NVLink system (nvmlDeviceGetPlatformInfo, DCGM 572-577): the
+    #: chassis serial number, and (slot, tray, host id, peer type, module id); empty/None where not reported.
+    chassis_serial: str = ""
+    placement: tuple[int, int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """GPU rows of the modes collector: persistence, compute, MIG and virtualization modes (near-static
-settings an administrator changes; read about once a minute)."""
+settings an administrator changes) and the GPU's NVLink fabric registration (state, clique, health:
+set when the fabric manager trains the NVSwitch fabric); all read about once a minute."""
 
 from __future__ import annotations
 
@@ -35,5 +36,34 @@ ROWS: tuple[MetricSpec, ...] = (
         "Virtualization mode, NVML's number: 0 none (bare metal), 1 pass-through to a VM, 2 vGPU guest, 3 vGPU host, "
         "4 vSGA host", "modes", NvmlSource("nvmlDeviceGetVirtualizationMode"), DcgmSource(500),
         "DCGM_FI_DEV_VIRTUAL_MODE", maximum=4, every=STATIC,
+    ),
+    # NVLink fabric registration (NVSwitch systems: HGX/DGX with the fabric manager, GB200 NVL72); GPUs
+    # outside any fabric have none of these. One nvmlDeviceGetGpuFabricInfoV call serves all four.
+    _gauge(
+        "gpu_fabric_state", "",
+        "NVLink fabric registration of the GPU (NVSwitch systems), DCGM's numbers: 1 not started, 2 in "
+        "progress, 3 completed, 4 completed with an error; until 3, jobs that use NVLink between GPUs fail",
+        "modes", NvmlSource("nvmlDeviceGetGpuFabricInfoV", "state"), DcgmSource(170),
+        "DCGM_FI_DEV_FABRIC_MANAGER_STATUS", maximum=6, every=STATIC,
+    ),
+    _gauge(
+        "gpu_fabric_clique_id", "",
+        "Fabric clique the GPU belongs to: GPUs of one clique reach each other over NVLink (an id, not a "
+        "quantity)", "modes", NvmlSource("nvmlDeviceGetGpuFabricInfoV", "clique_id"), DcgmSource(173),
+        "DCGM_FI_DEV_FABRIC_CLIQUE_ID", every=STATIC,
+    ),
+    _gauge(
+        "gpu_fabric_health_mask", "",
+        "NVML's fabric health bit fields: 2 bits each from bit 0 for degraded bandwidth, route recovery, route "
+        "unhealthy and access-timeout recovery (1 true, 2 false); 4 bits from bit 8 for a configuration error; "
+        "2 bits from bit 12 for partition assigned and from bit 14 for the fabric manager connection",
+        "modes", NvmlSource("nvmlDeviceGetGpuFabricInfoV", "health_mask"), DcgmSource(174),
+        "DCGM_FI_DEV_FABRIC_HEALTH_MASK", every=STATIC,
+    ),
+    _gauge(
+        "gpu_fabric_health", "",
+        "Fabric health summary, NVML's number: 1 healthy, 2 unhealthy, 3 limited capacity", "modes",
+        NvmlSource("nvmlDeviceGetGpuFabricInfoV", "health_summary"), DcgmSource(175),
+        "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", maximum=3, every=STATIC,
     ),
 )  # fmt: skip

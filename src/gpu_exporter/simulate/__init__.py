@@ -11,7 +11,16 @@ above the C ABI is the real one. Everything that shows data says it is simulated
 from __future__ import annotations
 
 # The entry points register themselves in library.EXPORTS when imported.
-from gpu_exporter.simulate import device, fields, identity, reliability, sensors, system, workload  # noqa: F401
+from gpu_exporter.simulate import (  # noqa: F401
+    device,
+    fields,
+    identity,
+    platform,
+    reliability,
+    sensors,
+    system,
+    workload,
+)
 from gpu_exporter.simulate.library import Library
 
 

@@ -19,6 +19,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_LINK,
     FE_SWITCH,
     FI_BRAND,
+    FI_CHASSIS_SERIAL,
     FI_COMPUTE_CAPABILITY,
     FI_CUDA_DRIVER_VERSION,
     FI_DRIVER_VERSION,
@@ -34,6 +35,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_PCI_BUS_ID,
     FI_PCI_COMBINED_ID,
     FI_PCI_SUBSYS_ID,
+    FI_PLACEMENT,
     FI_SERIAL,
     FI_UUID,
     FI_VBIOS_VERSION,
@@ -106,6 +108,14 @@ def _integer(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _placement(values: list[object]) -> tuple[int, int, int, int, int] | None:
+    """DCGM 573-577 (slot, tray, host id, peer type, module id); None unless all five are integers."""
+    numbers = [value for value in values if isinstance(value, int)]
+    if len(numbers) != 5:
+        return None
+    return numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]
+
+
 def _capability(value: object) -> tuple[int, int] | None:
     """DCGM field 63 packs the CUDA compute capability as major << 16 | minor."""
     return (value >> 16, value & 0xFFFF) if isinstance(value, int) else None
@@ -164,6 +174,8 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 pci_device_id=_integer(own.get(FI_PCI_COMBINED_ID)),
                 pci_subsystem_id=_integer(own.get(FI_PCI_SUBSYS_ID)),
                 compute_capability=_capability(own.get(FI_COMPUTE_CAPABILITY)),
+                chassis_serial=text(own.get(FI_CHASSIS_SERIAL)),
+                placement=_placement([own.get(number) for number in FI_PLACEMENT]),
             )
         )
         topology.gpus[uuid] = gpu.id

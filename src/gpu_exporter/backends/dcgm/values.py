@@ -120,6 +120,8 @@ FI_COMPUTE_CAPABILITY = 63  # major << 16 | minor
 FI_INFOROM_ECC = 80
 FI_INFOROM_POWER = 81
 FI_INFOROM_IMAGE = 82
+FI_CHASSIS_SERIAL = 572  # DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER; 573-577: slot, tray, host, peer type, module
+FI_PLACEMENT: tuple[int, ...] = (573, 574, 575, 576, 577)
 FI_XID_ERRORS = 230
 #: The profiling (DCP) fields start here.
 FI_FIRST_PROFILING = 1001
@@ -143,6 +145,8 @@ IDENTITY_FIELDS: tuple[int, ...] = (
     FI_INFOROM_ECC,
     FI_INFOROM_POWER,
     FI_INFOROM_IMAGE,
+    FI_CHASSIS_SERIAL,
+    *FI_PLACEMENT,
 )
 #: Most field ids DCGM accepts in one field group (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
 MAX_FIELDS_PER_GROUP = 128

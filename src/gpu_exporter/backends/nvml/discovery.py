@@ -1,5 +1,6 @@
 """Finding what NVML sees: ``nvmlInit`` with a hint a human can act on when it fails, the host's
-versions, and each GPU's identity (names, PCI ids, brand, inforom versions, compute capability),
+versions, and each GPU's identity (names, PCI ids, brand, inforom versions, compute capability,
+platform placement),
 NVLinks, MIG devices with their handles, and the NVLink P2P status between GPUs. All read once per
 discovery, never per interval."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from ctypes import byref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,7 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
     pci = number(pynvml.nvmlDeviceGetPciInfo)
     brand = number(pynvml.nvmlDeviceGetBrand)
     capability = number(pynvml.nvmlDeviceGetCudaComputeCapability)
+    platform = number(_platform)
     return DeviceIdentity(
         index=index,
         uuid=uuid,
@@ -152,7 +155,32 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         pci_device_id=int(pci.pciDeviceId) if pci is not None else None,
         pci_subsystem_id=int(pci.pciSubSystemId) if pci is not None else None,
         compute_capability=(int(capability[0]), int(capability[1])) if capability is not None else None,
+        chassis_serial=text(platform.chassisSerialNumber) if platform is not None else "",
+        placement=_placement(platform) if platform is not None else None,
     )
+
+
+def _platform(handle: Handle) -> Any:
+    """``nvmlDeviceGetPlatformInfo`` (v2 struct): the GPU's chassis, slot, tray, host and module."""
+    info = pynvml.c_nvmlPlatformInfo_v2_t()
+    pynvml.nvmlDeviceGetPlatformInfo(handle, byref(info))
+    return info
+
+
+def _byte(value: object) -> int:
+    """A one-byte ``unsigned char`` member, which pynvml declares ``c_char``: bytes or str of length
+    0 or 1 (an empty one is 0)."""
+    if isinstance(value, bytes | str):
+        return ord(value[:1]) if value else 0
+    return int(value) if isinstance(value, int) else 0
+
+
+def _placement(info: Any) -> tuple[int, int, int, int, int]:
+    """(slot, tray, host id, peer type, module id) of an ``nvmlPlatformInfo_v2_t``."""
+    return (
+        _byte(info.slotNumber), _byte(info.trayIndex), _byte(info.hostId), _byte(info.peerType),
+        _byte(info.moduleId),
+    )  # fmt: skip
 
 
 def with_p2p(devices: Sequence[DeviceIdentity], handles: Mapping[str, Handle]) -> list[DeviceIdentity]:

@@ -7,6 +7,7 @@ readers make one NVML call per selector (a clock type, a violation policy, ...).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from ctypes import byref
 from typing import Any
 
 import pynvml
@@ -156,6 +157,28 @@ def _remapped_rows(handle: Handle) -> Raw:
     return {"correctable": correctable, "uncorrectable": uncorrectable, "pending": pending, "failure": failure}
 
 
+def _fabric(handle: Handle) -> Raw:
+    """``nvmlDeviceGetGpuFabricInfoV`` (v3 struct): the registration state in DCGM's encoding of
+    field 170 (1 not started, 2 in progress, 3 completed, 4 completed with an error in ``status``),
+    the clique id, the health mask and summary. A GPU outside any fabric (state NOT_SUPPORTED) has
+    none of them; a summary of 0 (not supported) is absent."""
+    info: Any = pynvml.c_nvmlGpuFabricInfo_v3_t()
+    try:
+        pynvml.nvmlDeviceGetGpuFabricInfoV(handle, byref(info))
+    except pynvml.NVMLError_ArgumentVersionMismatch:  # drivers before the v3 struct: no summary
+        info = pynvml.c_nvmlGpuFabricInfo_v2_t()
+        pynvml.nvmlDeviceGetGpuFabricInfoV(handle, byref(info))
+    if info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
+        return {"state": None, "clique_id": None, "health_mask": None, "health_summary": None}
+    failed = info.state == pynvml.NVML_GPU_FABRIC_STATE_COMPLETED and info.status != pynvml.NVML_SUCCESS
+    return {
+        "state": 4 if failed else info.state,
+        "clique_id": info.cliqueId,
+        "health_mask": info.healthMask,
+        "health_summary": getattr(info, "healthSummary", 0) or None,
+    }
+
+
 def _single(call: Callable[[Handle], Any]) -> Callable[[Handle], Raw]:
     return lambda handle: {"": call(handle)}
 
@@ -193,6 +216,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetCurrentClocksEventReasons": _clock_events,
     "nvmlDeviceGetEccMode": _ecc_mode,
     "nvmlDeviceGetRemappedRows": _remapped_rows,
+    "nvmlDeviceGetGpuFabricInfoV": _fabric,
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
     # The _v3 symbol; on drivers without it pynvml raises NVMLLibraryMismatchError (handled as missing).
     "nvmlDeviceGetComputeRunningProcesses": lambda handle: {
@@ -258,6 +282,7 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetTotalEccErrors": tuple(_ECC),
         "nvmlDeviceGetRemappedRows": ("correctable", "uncorrectable", "pending", "failure"),
         "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),
+        "nvmlDeviceGetGpuFabricInfoV": ("state", "clique_id", "health_mask", "health_summary"),
     }
     return frozenset(
         (call, selector) for call in (*STRUCT_READERS, *ARG_READERS) for selector in selectors.get(call, ("",))

@@ -89,13 +89,20 @@ def create_app(
             await anyio.to_thread.run_sync(running.stop)
             await anyio.to_thread.run_sync(attributor.stop)
 
+    encoders: dict[str, anyio.CapacityLimiter] = {}
+
     async def metrics(request: Request) -> Response:
         name, gzipped = negotiate(request.headers.get("accept", ""), request.headers.get("accept-encoding", ""))
         rendered = sampler().snapshot.rendered
         if is_ready(rendered, name, gzipped):
             body, content_type = pick(rendered, name, gzipped)
-        else:  # the first scrape of this snapshot in this format encodes it, off the event loop
-            body, content_type = await anyio.to_thread.run_sync(pick, rendered, name, gzipped)
+        else:  # the first scrape of this snapshot in this format encodes it, off the event loop; one
+            # thread at a time (encoding holds the GIL anyway): concurrent scrapes queue on the loop and
+            # find the bytes made, instead of each parking a pool thread on the snapshot's lock
+            limiter = encoders.get("limiter")
+            if limiter is None:
+                limiter = encoders["limiter"] = anyio.CapacityLimiter(1)
+            body, content_type = await anyio.to_thread.run_sync(pick, rendered, name, gzipped, limiter=limiter)
         headers = {"Vary": "Accept, Accept-Encoding"}
         if gzipped:
             headers["Content-Encoding"] = "gzip"

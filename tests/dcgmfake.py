@@ -390,6 +390,22 @@ SCENARIO_FIELDS: dict[str, int] = {
     "fabric.health_mask": 174,
     "fabric.health_summary": 175,
 }
+# ECC errors by location: DCGM's SBE field of the volatile and the aggregate counter (DBE: the next id).
+SCENARIO_FIELDS.update(
+    {
+        f"ecc.{counter}.{kind}.{location}": sbe + offset
+        for location, volatile, aggregate in (
+            ("l1_cache", 314, 324), ("l2_cache", 316, 326), ("device_memory", 318, 328), ("register_file", 320, 330),
+            ("texture_memory", 322, 332), ("shared_memory", 334, 338), ("cbu", 336, 340), ("sram", 342, 344),
+        )
+        for counter, sbe in (("volatile", volatile), ("aggregate", aggregate))
+        for kind, offset in (("corrected", 0), ("uncorrected", 1))
+    }
+)  # fmt: skip
+# The row remapper histogram: banks by spare rows left (DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_*).
+SCENARIO_FIELDS.update(
+    {f"row_remapper.{name}": 385 + i for i, name in enumerate(("max", "high", "partial", "low", "none"))}
+)
 #: Fields DCGM stores as doubles (watts); the rest are int64 in DCGM's integer unit.
 DOUBLE_FIELDS = frozenset({155, 157, 160, 161, 162, 163, 164})
 

@@ -305,6 +305,17 @@ NUMERIC_CASES: list[tuple[str, str, Any]] = [
      "nvml.nvmlDeviceGetTotalEccErrors(h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC)", 14),
     ("remapped_rows.correctable = 2\nremapped_rows.uncorrectable = 1\nremapped_rows.pending = 1\n"
      "remapped_rows.failure = 0", "nvml.nvmlDeviceGetRemappedRows(h)", [2, 1, 1, 0]),
+    ("ecc.aggregate.uncorrected.sram = 15",
+     "nvml.nvmlDeviceGetMemoryErrorCounter(h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC, "
+     "nvml.NVML_MEMORY_LOCATION_SRAM)", 15),
+    ("ecc.volatile.corrected.device_memory = 16",
+     "[nvml.nvmlDeviceGetMemoryErrorCounter(h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC, "
+     "nvml.NVML_MEMORY_LOCATION_DEVICE_MEMORY), field(h, nvml.NVML_FI_DEV_ECC_SBE_VOL_DEV)]", [16, 16]),
+    ("ecc.aggregate.uncorrected.cbu = 17", "field(h, nvml.NVML_FI_DEV_ECC_DBE_AGG_CBU)", 17),
+    ("row_remapper.max = 2559\nrow_remapper.high = 1\nrow_remapper.partial = 0\nrow_remapper.low = 0\n"
+     "row_remapper.none = 0",
+     "(lambda v: [v.max, v.high, v.partial, v.low, v.none])(nvml.nvmlDeviceGetRowRemapperHistogram(h))",
+     [2559, 1, 0, 0, 0]),
     ("retired_pages.single_bit = 2",
      "len(nvml.nvmlDeviceGetRetiredPages(h, nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS))", 2),
     ("retired_pages.double_bit = 1",

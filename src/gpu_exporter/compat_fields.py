@@ -227,10 +227,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "served, gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
-    (314, 345, "ECC errors by memory location (L1, L2, device, register, texture, SHM, CBU, SRAM): not read "
-     "yet (NVML nvmlDeviceGetMemoryErrorCounter)"),
     (346, 363, "DCGM diagnostic results, which NVML does not run"),
-    (385, 389, "row-remapper histogram: not read yet (NVML nvmlDeviceGetRowRemapperHistogram)"),
     (450, 450, "DCGM's NVLink error health flag: not read yet"),
     (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
     (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),

@@ -690,6 +690,48 @@ nvmlReturn_t DECLDIR nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemory
     return fake_dev_u64(&c, eccCounts, "ecc.%s.%s", counter, kind) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* ECC errors by memory location: ecc.<counter>.<type>.<location>, NOT_SUPPORTED without it. */
+static const char *const k_ecc_locations[] = {"l1_cache",      "l2_cache",       "device_memory", "register_file",
+                                              "texture_memory", "shared_memory", "cbu",           "sram"};
+
+nvmlReturn_t DECLDIR nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                     nvmlEccCounterType_t counterType, nvmlMemoryLocation_t locationType,
+                                                     unsigned long long *count)
+{
+    DEVICE_PROLOGUE(device, 0);
+    const char *counter = counterType == NVML_VOLATILE_ECC    ? "volatile"
+                          : counterType == NVML_AGGREGATE_ECC ? "aggregate"
+                                                              : NULL;
+    const char *kind = errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED     ? "corrected"
+                       : errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED ? "uncorrected"
+                                                                         : NULL;
+    REQUIRE(counter != NULL && kind != NULL && count != NULL);
+    REQUIRE((unsigned)locationType < NVML_MEMORY_LOCATION_COUNT);
+    return fake_dev_u64(&c, count, "ecc.%s.%s.%s", counter, kind, k_ecc_locations[locationType])
+               ? NVML_SUCCESS
+               : NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* Row remapper histogram: banks by spare rows left; all five row_remapper.* keys or NOT_SUPPORTED. */
+nvmlReturn_t DECLDIR nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *values)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(values != NULL);
+    unsigned v[5];
+    if (fake_uint(&c, &v[0], "row_remapper.max") != NVML_SUCCESS ||
+        fake_uint(&c, &v[1], "row_remapper.high") != NVML_SUCCESS ||
+        fake_uint(&c, &v[2], "row_remapper.partial") != NVML_SUCCESS ||
+        fake_uint(&c, &v[3], "row_remapper.low") != NVML_SUCCESS ||
+        fake_uint(&c, &v[4], "row_remapper.none") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    values->max = v[0];
+    values->high = v[1];
+    values->partial = v[2];
+    values->low = v[3];
+    values->none = v[4];
+    return NVML_SUCCESS;
+}
+
 /* pending and failure default to 0 when the two counts are given. */
 nvmlReturn_t DECLDIR nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
                                                unsigned int *isPending, unsigned int *failureOccurred)

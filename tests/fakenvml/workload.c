@@ -372,6 +372,8 @@ static bool nvlink_total(const struct fake_call *c, const char *key, unsigned lo
     return any;
 }
 
+#define MEMORY_ERRORS "nvmlDeviceGetMemoryErrorCounter" /* ECC errors by location */
+
 /* Device-level fields that stand for a device call: the same scenario key, and that call's fault
  * keys (delay.F, error.F) apply to the entry. ``flag``: the value is 0/1 (any non-zero key is 1). */
 static const struct {
@@ -396,6 +398,28 @@ static const struct {
     {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, "ecc.volatile.uncorrected", "nvmlDeviceGetTotalEccErrors", false, false},
     {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, "ecc.aggregate.corrected", "nvmlDeviceGetTotalEccErrors", false, false},
     {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, "ecc.aggregate.uncorrected", "nvmlDeviceGetTotalEccErrors", false, false},
+    {NVML_FI_DEV_ECC_SBE_VOL_L1, "ecc.volatile.corrected.l1_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_L1, "ecc.volatile.uncorrected.l1_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_L1, "ecc.aggregate.corrected.l1_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_L1, "ecc.aggregate.uncorrected.l1_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_VOL_L2, "ecc.volatile.corrected.l2_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_L2, "ecc.volatile.uncorrected.l2_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_L2, "ecc.aggregate.corrected.l2_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_L2, "ecc.aggregate.uncorrected.l2_cache", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_VOL_DEV, "ecc.volatile.corrected.device_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_DEV, "ecc.volatile.uncorrected.device_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_DEV, "ecc.aggregate.corrected.device_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_DEV, "ecc.aggregate.uncorrected.device_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_VOL_REG, "ecc.volatile.corrected.register_file", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_REG, "ecc.volatile.uncorrected.register_file", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_REG, "ecc.aggregate.corrected.register_file", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_REG, "ecc.aggregate.uncorrected.register_file", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_VOL_TEX, "ecc.volatile.corrected.texture_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_TEX, "ecc.volatile.uncorrected.texture_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_SBE_AGG_TEX, "ecc.aggregate.corrected.texture_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_TEX, "ecc.aggregate.uncorrected.texture_memory", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_VOL_CBU, "ecc.volatile.uncorrected.cbu", MEMORY_ERRORS, false, false},
+    {NVML_FI_DEV_ECC_DBE_AGG_CBU, "ecc.aggregate.uncorrected.cbu", MEMORY_ERRORS, false, false},
     {NVML_FI_DEV_RETIRED_SBE, "retired_pages.single_bit", "nvmlDeviceGetRetiredPages", false, false},
     {NVML_FI_DEV_RETIRED_DBE, "retired_pages.double_bit", "nvmlDeviceGetRetiredPages", false, false},
     {NVML_FI_DEV_RETIRED_PENDING, "retired_pages.pending", "nvmlDeviceGetRetiredPagesPendingStatus", true, false},

@@ -18,6 +18,25 @@ from gpu_exporter.catalogue.spec import (
 )
 from gpu_exporter.catalogue.vocabulary import CLOCK_EVENT_REASONS, VIOLATION_POLICIES
 
+#: Memory locations of nvmlDeviceGetMemoryErrorCounter (nvmlMemoryLocation_t, in its order): the
+#: ``location`` label, DCGM's abbreviation in its field names, and DCGM's corrected (SBE) field ids
+#: of the volatile and the aggregate counter (the uncorrected, DBE, field is the next id).
+ECC_LOCATIONS: tuple[tuple[str, str, int, int], ...] = (
+    ("l1_cache", "L1", 314, 324),
+    ("l2_cache", "L2", 316, 326),
+    ("device_memory", "DEV", 318, 328),
+    ("register_file", "REG", 320, 330),
+    ("texture_memory", "TEX", 322, 332),
+    ("shared_memory", "SHM", 334, 338),
+    ("cbu", "CBU", 336, 340),
+    ("sram", "SRM", 342, 344),
+)
+#: nvmlRowRemapperHistogramValues_t's members (the ``availability`` label), DCGM's field and name.
+ROW_REMAP_AVAILABILITY: tuple[tuple[str, int, str], ...] = tuple(
+    (name, 385 + i, f"DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_{name.upper()}")
+    for i, name in enumerate(("max", "high", "partial", "low", "none"))
+)
+
 ROWS: tuple[MetricSpec, ...] = (
     # clock events (throttling): one 0/1 series per reason bit
     *(
@@ -78,6 +97,20 @@ ROWS: tuple[MetricSpec, ...] = (
             ("uncorrected", "aggregate", 313, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
         )
     ),
+    # ECC errors by where they happened (DCGM 314-345: SBE id, then DBE id + 1), read slowly
+    *(
+        _counter(
+            "gpu_ecc_location_errors_total", "",
+            "ECC errors by the memory they occurred in (caches, register file, device memory, ...); volatile "
+            "counts since the driver loaded, aggregate over the board's life",
+            "ecc", NvmlSource("nvmlDeviceGetMemoryErrorCounter", f"{kind}_{counter}_{location}"),
+            DcgmSource(field_id + offset), f"DCGM_FI_DEV_ECC_{short}_{counter[:3].upper()}_{dcgm}",
+            variant=(("location", location), ("type", kind), ("counter", counter)), every=STATIC,
+        )
+        for location, dcgm, volatile_id, aggregate_id in ECC_LOCATIONS
+        for counter, field_id in (("volatile", volatile_id), ("aggregate", aggregate_id))
+        for kind, short, offset in (("corrected", "SBE", 0), ("uncorrected", "DBE", 1))
+    ),
     _counter(
         "gpu_remapped_rows_total", "", "Memory rows remapped to spare rows, by the kind of error that caused it", "ecc",
         NvmlSource("nvmlDeviceGetRemappedRows", "correctable"), DcgmSource(394),
@@ -97,6 +130,15 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_row_remap_failed", "", "1 when a row remap failed: the GPU needs service", "ecc",
         NvmlSource("nvmlDeviceGetRemappedRows", "failure"), DcgmSource(395), "DCGM_FI_DEV_ROW_REMAP_FAILURE",
         maximum=1,
+    ),
+    *(
+        _gauge(
+            "gpu_row_remap_banks", "",
+            "Memory banks by the spare rows they have left for remapping (max: all, none: no spare row left)",
+            "ecc", NvmlSource("nvmlDeviceGetRowRemapperHistogram", availability), DcgmSource(field_id), compat,
+            variant=(("availability", availability),), every=STATIC,
+        )
+        for availability, field_id, compat in ROW_REMAP_AVAILABILITY
     ),
     _counter(
         "gpu_retired_pages_total", "", "Framebuffer pages retired (pre-Ampere page retirement), by cause", "ecc",

@@ -47,6 +47,21 @@ CALL_FIELDS: dict[int, tuple[str, str, bool, bool]] = {
     80: ("violation.app_clocks", "nvmlDeviceGetViolationStatus", False, False),  # PERF_POLICY_TOTAL_APP_CLOCKS
     81: ("violation.base_clocks", "nvmlDeviceGetViolationStatus", False, False),
 }
+# ECC errors by location (ECC_SBE_VOL_L1 ... ECC_DBE_AGG_CBU, 7-28): volatile L1, L2, DEV, REG, TEX as
+# SBE/DBE pairs from 7, the uncorrected volatile CBU 17, the aggregate ones from 18, uncorrected CBU 28.
+_LOCATIONS = ("l1_cache", "l2_cache", "device_memory", "register_file", "texture_memory")
+CALL_FIELDS.update(
+    {
+        first + 2 * i + offset: (f"ecc.{counter}.{kind}.{location}", "nvmlDeviceGetMemoryErrorCounter", False, False)
+        for first, counter in ((7, "volatile"), (18, "aggregate"))
+        for i, location in enumerate(_LOCATIONS)
+        for offset, kind in ((0, "corrected"), (1, "uncorrected"))
+    }
+)
+CALL_FIELDS.update(
+    {first + 10: (f"ecc.{counter}.uncorrected.cbu", "nvmlDeviceGetMemoryErrorCounter", False, False)
+     for first, counter in ((7, "volatile"), (18, "aggregate"))}
+)  # fmt: skip
 MEMORY_TEMP, LINK_COUNT, GET_STATE, ECC_PENDING = 82, 91, 165, 2
 REMAPPED = {142: 0, 143: 1, 144: 2, 145: 3}  # COR, UNC, PENDING, FAILURE
 THROUGHPUT = {138: "tx", 140: "tx", 139: "rx", 141: "rx"}  # DATA_TX, RAW_TX, DATA_RX, RAW_RX (no overhead)

@@ -61,6 +61,37 @@ def ecc_errors(c: Call, error_type: Any, counter_type: Any, out: Any) -> int:
     return c.out(out, f"ecc.{counter}.{kind}")
 
 
+#: nvmlMemoryLocation_t 0-7 → the key's last part (``ecc.<counter>.<type>.<location>``).
+ECC_LOCATIONS = ("l1_cache", "l2_cache", "device_memory", "register_file", "texture_memory", "shared_memory",
+                 "cbu", "sram")  # fmt: skip
+
+
+@device("nvmlDeviceGetMemoryErrorCounter")
+def memory_errors(c: Call, error_type: Any, counter_type: Any, location: Any, out: Any) -> int:
+    """ECC errors in one memory location: ``ecc.<counter>.<type>.<location>``."""
+    counter = {0: "volatile", 1: "aggregate"}.get(abi.number(counter_type))
+    kind = {0: "corrected", 1: "uncorrected"}.get(abi.number(error_type))
+    where = abi.number(location)
+    if counter is None or kind is None or not 0 <= where < len(ECC_LOCATIONS) or abi.target(out) is None:
+        return errors.INVALID_ARGUMENT
+    return c.out(out, f"ecc.{counter}.{kind}.{ECC_LOCATIONS[where]}")
+
+
+@device("nvmlDeviceGetRowRemapperHistogram")
+def row_remapper_histogram(c: Call, out: Any) -> int:
+    """Banks by spare rows left: every one of ``row_remapper.max/high/partial/low/none``, else NOT_SUPPORTED."""
+    values = abi.target(out)
+    if values is None:
+        return errors.INVALID_ARGUMENT
+    names = ("max", "high", "partial", "low", "none")
+    counts = [c.u64(f"row_remapper.{name}") for name in names]
+    if any(count is None for count in counts):
+        return errors.NOT_SUPPORTED
+    for name, count in zip(names, counts, strict=True):
+        setattr(values, name, (count or 0) & 0xFFFFFFFF)
+    return errors.SUCCESS
+
+
 @device("nvmlDeviceGetRemappedRows")
 def remapped_rows(c: Call, corr: Any, unc: Any, pending: Any, failure: Any) -> int:
     if any(abi.target(arg) is None for arg in (corr, unc, pending, failure)):

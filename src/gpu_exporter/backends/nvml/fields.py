@@ -40,6 +40,24 @@ DEVICE_FIELDS: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetTotalEccErrors", "uncorrected_volatile"): pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
     ("nvmlDeviceGetTotalEccErrors", "corrected_aggregate"): pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL,
     ("nvmlDeviceGetTotalEccErrors", "uncorrected_aggregate"): pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL,
+    # ECC errors by location: fields for L1, L2, device memory, register file and texture memory, and
+    # the uncorrected CBU counts; the rest (shared memory, SRAM, corrected CBU) take their own call.
+    **{
+        ("nvmlDeviceGetMemoryErrorCounter", f"{kind}_{counter}_{location}"): getattr(
+            pynvml, f"NVML_FI_DEV_ECC_{short}_{counter[:3].upper()}_{name}"
+        )
+        for location, name in (
+            ("l1_cache", "L1"),
+            ("l2_cache", "L2"),
+            ("device_memory", "DEV"),
+            ("register_file", "REG"),
+            ("texture_memory", "TEX"),
+        )
+        for counter in ("volatile", "aggregate")
+        for kind, short in (("corrected", "SBE"), ("uncorrected", "DBE"))
+    },  # fmt: skip
+    ("nvmlDeviceGetMemoryErrorCounter", "uncorrected_volatile_cbu"): pynvml.NVML_FI_DEV_ECC_DBE_VOL_CBU,
+    ("nvmlDeviceGetMemoryErrorCounter", "uncorrected_aggregate_cbu"): pynvml.NVML_FI_DEV_ECC_DBE_AGG_CBU,
     ("nvmlDeviceGetRetiredPages", "multiple_single_bit"): pynvml.NVML_FI_DEV_RETIRED_SBE,
     ("nvmlDeviceGetRetiredPages", "double_bit"): pynvml.NVML_FI_DEV_RETIRED_DBE,
     ("nvmlDeviceGetRetiredPagesPendingStatus", ""): pynvml.NVML_FI_DEV_RETIRED_PENDING,

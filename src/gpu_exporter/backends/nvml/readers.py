@@ -55,6 +55,22 @@ _ECC = {
     )
     for counter, counter_type in (("volatile", pynvml.NVML_VOLATILE_ECC), ("aggregate", pynvml.NVML_AGGREGATE_ECC))
 }
+# nvmlDeviceGetMemoryErrorCounter: selector "<type>_<counter>_<location>" → (error type, counter type, location).
+_ECC_LOCATIONS = {
+    f"{selector}_{location}": (*types, where)
+    for selector, types in _ECC.items()
+    for location, where in (
+        ("l1_cache", pynvml.NVML_MEMORY_LOCATION_L1_CACHE),
+        ("l2_cache", pynvml.NVML_MEMORY_LOCATION_L2_CACHE),
+        ("device_memory", pynvml.NVML_MEMORY_LOCATION_DEVICE_MEMORY),
+        ("register_file", pynvml.NVML_MEMORY_LOCATION_REGISTER_FILE),
+        ("texture_memory", pynvml.NVML_MEMORY_LOCATION_TEXTURE_MEMORY),
+        ("shared_memory", pynvml.NVML_MEMORY_LOCATION_TEXTURE_SHM),
+        ("cbu", pynvml.NVML_MEMORY_LOCATION_CBU),
+        ("sram", pynvml.NVML_MEMORY_LOCATION_SRAM),
+    )
+}
+_ROW_REMAP_AVAILABILITY = ("max", "high", "partial", "low", "none")
 _RETIREMENT_CAUSES = {
     "multiple_single_bit": pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
     "double_bit": pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
@@ -157,6 +173,12 @@ def _remapped_rows(handle: Handle) -> Raw:
     return {"correctable": correctable, "uncorrectable": uncorrectable, "pending": pending, "failure": failure}
 
 
+def _row_remapper_histogram(handle: Handle) -> Raw:
+    """``nvmlDeviceGetRowRemapperHistogram``: memory banks by spare rows left (max, high, partial, low, none)."""
+    values = pynvml.nvmlDeviceGetRowRemapperHistogram(handle)
+    return {name: getattr(values, name) for name in _ROW_REMAP_AVAILABILITY}
+
+
 def _fabric(handle: Handle) -> Raw:
     """``nvmlDeviceGetGpuFabricInfoV`` (v3 struct): the registration state in DCGM's encoding of
     field 170 (1 not started, 2 in progress, 3 completed, 4 completed with an error in ``status``),
@@ -216,6 +238,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetCurrentClocksEventReasons": _clock_events,
     "nvmlDeviceGetEccMode": _ecc_mode,
     "nvmlDeviceGetRemappedRows": _remapped_rows,
+    "nvmlDeviceGetRowRemapperHistogram": _row_remapper_histogram,
     "nvmlDeviceGetGpuFabricInfoV": _fabric,
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
     # The _v3 symbol; on drivers without it pynvml raises NVMLLibraryMismatchError (handled as missing).
@@ -235,6 +258,7 @@ ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
     "nvmlDeviceGetPcieThroughput": lambda h, s: pynvml.nvmlDeviceGetPcieThroughput(h, _PCIE_COUNTERS[s]),
     "nvmlDeviceGetViolationStatus": lambda h, s: pynvml.nvmlDeviceGetViolationStatus(h, _VIOLATIONS[s]).violationTime,
     "nvmlDeviceGetTotalEccErrors": lambda h, s: pynvml.nvmlDeviceGetTotalEccErrors(h, *_ECC[s]),
+    "nvmlDeviceGetMemoryErrorCounter": lambda h, s: pynvml.nvmlDeviceGetMemoryErrorCounter(h, *_ECC_LOCATIONS[s]),
     "nvmlDeviceGetRetiredPages": lambda h, s: len(pynvml.nvmlDeviceGetRetiredPages(h, _RETIREMENT_CAUSES[s])),
 }
 
@@ -281,6 +305,8 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetEccMode": ("current", "pending"),
         "nvmlDeviceGetTotalEccErrors": tuple(_ECC),
         "nvmlDeviceGetRemappedRows": ("correctable", "uncorrectable", "pending", "failure"),
+        "nvmlDeviceGetRowRemapperHistogram": _ROW_REMAP_AVAILABILITY,
+        "nvmlDeviceGetMemoryErrorCounter": tuple(_ECC_LOCATIONS),
         "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),
         "nvmlDeviceGetGpuFabricInfoV": ("state", "clique_id", "health_mask", "health_summary"),
     }

@@ -386,6 +386,7 @@ SCENARIO_FIELDS: dict[str, int] = {
     "remapped_rows.uncorrectable": 393,
     "remapped_rows.pending": 396,
     "remapped_rows.failure": 395,
+    "auto_boost": 120,
     "fabric.clique_id": 173,
     "fabric.health_mask": 174,
     "fabric.health_summary": 175,

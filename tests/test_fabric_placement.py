@@ -1,7 +1,8 @@
-"""NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV) and platform placement
-(nvmlDeviceGetPlatformInfo) out of process on the fake NVML: the native gpu_fabric_* gauges and, in
-dcgm-exporter mode, DCGM fields 170 and 173-175 (values) and 572-577 (labels and values) as DCGM
-stores them; a GPU outside any fabric or platform has none of them."""
+"""NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV), platform placement
+(nvmlDeviceGetPlatformInfo) and the auto-boost setting, out of process on the fake NVML: the native
+gpu_fabric_* and gpu_auto_boost_enabled gauges and, in dcgm-exporter mode, DCGM fields 120, 170 and
+173-175 (values) and 572-577 (labels and values) as DCGM stores them; a GPU whose NVML answers
+NOT_SUPPORTED, or that is in no fabric, has none of them."""
 
 from __future__ import annotations
 
@@ -61,3 +62,18 @@ def test_dcgm_fields_of_fabric_and_placement(fakenvml_dir: Path, tmp_path: Path)
     assert modules == {"0": 1.0, "1": 2.0, "2": None, "3": None}  # GPUs 2 and 3: NOT_SUPPORTED
     assert value(parsed, "DCGM_FI_DEV_PLATFORM_TRAY_INDEX", gpu="1") == 4
     assert value(parsed, "DCGM_FI_DEV_PLATFORM_PEER_TYPE", gpu="0") == 2
+
+
+def test_auto_boost_setting(fakenvml_dir: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "boost.csv"
+    csv.write_text("DCGM_FI_DEV_AUTOBOOST, gauge, Auto boost.\n")
+    exporter = start(fakenvml_dir, SCENARIOS / "old_gpu.scn", tmp_path, "--collect-interval", "1h")
+    compat = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "--collect-interval", "1h")
+    try:
+        native, dcgm = samples(exporter.metrics()), samples(compat.metrics())
+    finally:
+        exporter.stop()
+        compat.stop()
+    assert value(native, "gpu_auto_boost_enabled", gpu="0") == 1
+    boost = {gpu: value(dcgm, "DCGM_FI_DEV_AUTOBOOST", gpu=gpu) for gpu in "0123"}
+    assert boost == {"0": None, "1": None, "2": None, "3": 0.0}  # NOT_SUPPORTED: no sample

@@ -221,7 +221,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),
-    (120, 130, "auto-boost setting and the supported-clocks list (a record, not a number): not read yet"),
+    (120, 130, "the supported-clocks list (130): a record of clock pairs, not a number"),
     (165, 175, "power profiles (165-167): not read yet (NVML nvmlDeviceGetWorkloadPowerProfile*); the fabric "
      "error code (171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not "
      "served, gpu_fabric_state 4 says completed with an error"),

@@ -510,6 +510,22 @@ nvmlReturn_t DECLDIR nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnabl
     return NVML_SUCCESS;
 }
 
+/* Auto-boosted clocks: the current setting (auto_boost) and the default (auto_boost.default, else the current). */
+nvmlReturn_t DECLDIR nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t *isEnabled,
+                                                           nvmlEnableState_t *defaultIsEnabled)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(isEnabled != NULL && defaultIsEnabled != NULL);
+    unsigned v, d;
+    if (fake_uint(&c, &v, "auto_boost") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (fake_uint(&c, &d, "auto_boost.default") != NVML_SUCCESS)
+        d = v;
+    *isEnabled = v ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *defaultIsEnabled = d ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t DECLDIR nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
 {
     DEVICE_PROLOGUE(device, 0);

@@ -21,6 +21,13 @@ ROWS: tuple[MetricSpec, ...] = (
         maximum=1, every=STATIC,
     ),
     _gauge(
+        "gpu_auto_boost_enabled", "",
+        "1 when auto-boosted clocks are on (the driver raises clocks above base when power and thermals allow; "
+        "most data-centre GPUs since Volta do not support the setting)", "modes",
+        NvmlSource("nvmlDeviceGetAutoBoostedClocksEnabled"), DcgmSource(120), "DCGM_FI_DEV_AUTOBOOST", maximum=1,
+        every=STATIC,
+    ),
+    _gauge(
         "gpu_compute_mode", "",
         "Compute mode, NVML's number: 0 default (many contexts), 2 prohibited (no contexts), 3 exclusive process "
         "(one context)", "modes", NvmlSource("nvmlDeviceGetComputeMode"), DcgmSource(65), "DCGM_FI_DEV_COMPUTE_MODE",

@@ -174,6 +174,19 @@ def persistence(c: Call, out: Any) -> int:
     return c.flag(out, "persistence_mode")
 
 
+@device("nvmlDeviceGetAutoBoostedClocksEnabled")
+def auto_boost(c: Call, current: Any, default: Any) -> int:
+    """``auto_boost`` (0 or 1) and ``auto_boost.default`` (else the current setting)."""
+    if abi.target(current) is None or abi.target(default) is None:
+        return errors.INVALID_ARGUMENT
+    value = c.u64("auto_boost")
+    if value is None:
+        return errors.NOT_SUPPORTED
+    fallback = c.u64("auto_boost.default")
+    abi.put(default, 1 if (value if fallback is None else fallback) else 0)
+    return abi.put(current, 1 if value else 0)
+
+
 @device("nvmlDeviceGetComputeMode")
 def compute_mode(c: Call, out: Any) -> int:
     return c.out(out, "compute_mode")

@@ -225,6 +225,10 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetPowerManagementLimit": _single(pynvml.nvmlDeviceGetPowerManagementLimit),
     "nvmlDeviceGetPowerManagementLimitConstraints": _power_constraints,
     "nvmlDeviceGetPersistenceMode": _single(pynvml.nvmlDeviceGetPersistenceMode),
+    # [current, default] setting, 0 or 1; NOT_SUPPORTED on most data-centre GPUs since Volta.
+    "nvmlDeviceGetAutoBoostedClocksEnabled": lambda handle: {
+        "": pynvml.nvmlDeviceGetAutoBoostedClocksEnabled(handle)[0]
+    },
     "nvmlDeviceGetComputeMode": _single(pynvml.nvmlDeviceGetComputeMode),
     "nvmlDeviceGetMigMode": _mig_mode,
     "nvmlDeviceGetVirtualizationMode": _single(pynvml.nvmlDeviceGetVirtualizationMode),

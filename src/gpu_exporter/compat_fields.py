@@ -35,12 +35,13 @@ NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay
 class Composed:
     """A DCGM field computed from catalogue rows: Σ weight × value over ``parts`` (row key, weight),
     read from the GPU itself, or from its NVLinks (``links``: every link when ``link`` is None, else
-    that link only). Absent when none of the parts has a value."""
+    that link only), rounded to a whole number when ``whole``. Absent when none of the parts has a value."""
 
     parts: tuple[tuple[str, int], ...]
     describe: str
     links: bool = False
     link: int | None = None
+    whole: bool = False  # round to a whole number (nanoseconds from seconds: DCGM's INT64)
 
     @property
     def keys(self) -> frozenset[str]:
@@ -59,7 +60,9 @@ class Composed:
                 and (self.link is None or dict(entity.labels).get("nvlink") == str(self.link))
             ]
         found = [values[key] * weight for values in sources for key, weight in self.parts if key in values]
-        return float(sum(found)) if found else None
+        if not found:
+            return None
+        return float(round(sum(found))) if self.whole else float(sum(found))
 
 
 def _composed() -> dict[int, Composed]:
@@ -69,6 +72,12 @@ def _composed() -> dict[int, Composed]:
             "Σ bit × `gpu_clock_event_active{reason}`",
         )
     }
+    # DCGM 1420-1422: NVML's clock-event duration fields for SW power cap, sync boost and SW thermal
+    # slowdown are the perf-policy violation counters (nvml.h maps NVML_PERF_POLICY_POWER, _SYNC_BOOST
+    # and _THERMAL onto them), so they are gpu_clock_throttle_seconds_total in nanoseconds.
+    for number, reason in ((1420, "power"), (1421, "sync_boost"), (1422, "thermal")):
+        key = f"gpu_clock_throttle_seconds_total{{reason={reason}}}"
+        out[number] = Composed(((key, 10**9),), f"`{key}` × 10⁹ (ns), rounded", whole=True)
     for kind, ids in NVLINK_ERROR_FIELDS:
         key = f"gpu_nvlink_errors_total{{type={kind}}}"
         out[NVLINK_TOTAL_FIELDS[kind]] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
@@ -240,8 +249,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1200, 1220, "NVLink port counters: not read yet"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1400, 1419, "C2C link and NVLink FEC history: not read yet"),
-    (1420, 1424, "clock-event durations: not read yet (gpu_clock_throttle_seconds_total has NVML's "
-     "violation times)"),
+    (1420, 1424, "HW thermal and HW power-brake slowdown durations (1423, 1424; NVML fields 270, 271): not "
+     "read yet"),
     (1425, 1442, "power smoothing: not read yet"),
     (1500, 1599, "not read yet"),
     (1600, 1612, "DCGM 4.x's base-unit twins of served fields: their DCGM types are not confirmed here"),

@@ -403,6 +403,7 @@ SCENARIO_FIELDS.update(
         for kind, offset in (("corrected", 0), ("uncorrected", 1))
     }
 )  # fmt: skip
+SCENARIO_FIELDS.update({"inforom.checksum": 83, "inforom.valid": 84})  # DCGM: 1 valid, 0 corrupted
 # The row remapper histogram: banks by spare rows left (DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_*).
 SCENARIO_FIELDS.update(
     {f"row_remapper.{name}": 385 + i for i, name in enumerate(("max", "high", "partial", "low", "none"))}

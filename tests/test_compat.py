@@ -551,7 +551,7 @@ def test_every_field_kind_renamed_and_unsuppliable_names(fakenvml_dir: Path, tmp
     assert "DCGM_EXP_XID_ERRORS_COUNT{" in text
     log = exporter.log()
     assert "DCGM_FI_DEV_FB_USED_PERCENT{" in text  # DCGM's name for field 254, served under it
-    for name in ("DCGM_FI_DEV_INFOROM_CONFIG_CHECK",):  # a real field, not supplied
+    for name in ("DCGM_FI_SYNC_BOOST",):  # a real field, not supplied (a DCGM configuration)
         assert log.count(f"{name} skipped") == 1, name
         assert f"{name}{{" not in text
     assert value(parsed, "DCGM_FI_DEV_GPU_TEMP_LIMIT", gpu="0") == 19  # the thermal margin, field 153

@@ -2,7 +2,8 @@
 the fake NVML: native ``gpu_ecc_location_errors_total{location,type,counter}`` and
 ``gpu_row_remap_banks{availability}``, dcgm-exporter's DCGM_FI_DEV_ECC_*_<location> (314-345) and
 DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_* (385-389) from a counters CSV, read at the slow (STATIC) cadence;
-a location the GPU does not report is absent and not asked again."""
+a location the GPU does not report is absent and not asked again. Also the inforom's configuration
+checksum and validity (DCGM 83, 84)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,31 @@ def test_dcgm_exporter_names(fakenvml_dir: Path, tmp_path: Path) -> None:
     assert value(parsed, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_MAX", gpu="0") == 2550.0
     assert value(parsed, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_LOW", gpu="0") == 1.0
     assert value(parsed, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_MAX", gpu="3") == 2560.0
+
+
+def test_inforom_checksum_and_validity(fakenvml_dir: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "inforom.csv"
+    csv.write_text(
+        "DCGM_FI_DEV_INFOROM_CONFIG_CHECK, gauge, Inforom configuration checksum.\n"
+        "DCGM_FI_DEV_INFOROM_CONFIG_VALID, gauge, Whether the inforom is valid.\n"
+    )
+    scenario = tmp_path / "inforom.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu1.error.nvmlDeviceValidateInforom = UNKNOWN\n")
+    native = start(fakenvml_dir, scenario, tmp_path, wait_for="/readyz")
+    try:
+        parsed = samples(native.metrics())
+    finally:
+        native.stop()
+    assert value(parsed, "gpu_inforom_configuration_checksum", gpu="0") == 0x2F6B1C40
+    assert value(parsed, "gpu_inforom_configuration_checksum", gpu="3") == 0x2F6B1C41
+    assert value(parsed, "gpu_inforom_valid", gpu="0") == 1.0
+    assert value(parsed, "gpu_inforom_valid", gpu="3") == 0.0  # CORRUPTED_INFOROM is a value, not an error
+    assert value(parsed, "gpu_inforom_valid", gpu="1") is None  # any other error: absent
+    compat = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), wait_for="/readyz")
+    try:
+        parsed = samples(compat.metrics())
+    finally:
+        compat.stop()
+    assert value(parsed, "DCGM_FI_DEV_INFOROM_CONFIG_CHECK", gpu="2") == 0x2F6B1C40
+    assert value(parsed, "DCGM_FI_DEV_INFOROM_CONFIG_VALID", gpu="2") == 1.0
+    assert value(parsed, "DCGM_FI_DEV_INFOROM_CONFIG_VALID", gpu="3") == 0.0

@@ -316,6 +316,8 @@ NUMERIC_CASES: list[tuple[str, str, Any]] = [
      "row_remapper.none = 0",
      "(lambda v: [v.max, v.high, v.partial, v.low, v.none])(nvml.nvmlDeviceGetRowRemapperHistogram(h))",
      [2559, 1, 0, 0, 0]),
+    ("inforom.checksum = 77", "nvml.nvmlDeviceGetInforomConfigurationChecksum(h)", 77),
+    ("inforom.valid = 1", "nvml.nvmlDeviceValidateInforom(h)", None),
     ("retired_pages.single_bit = 2",
      "len(nvml.nvmlDeviceGetRetiredPages(h, nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS))", 2),
     ("retired_pages.double_bit = 1",

@@ -226,7 +226,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
     (68, 77, "CPU affinity bitmasks, CUDA_VISIBLE_DEVICES text, confidential-compute mode and MIG layout "
      "records: not per-GPU samples, or not read yet"),
-    (83, 84, "not read yet (NVML nvmlDeviceGetInforomConfigurationChecksum, nvmlDeviceValidateInforom)"),
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),

@@ -748,6 +748,24 @@ nvmlReturn_t DECLDIR nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvml
     return NVML_SUCCESS;
 }
 
+/* inforom.checksum: the configuration checksum; absent: NOT_SUPPORTED. */
+nvmlReturn_t DECLDIR nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t device, unsigned int *checksum)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(checksum != NULL);
+    return fake_uint(&c, checksum, "inforom.checksum");
+}
+
+/* inforom.valid: non-zero SUCCESS, 0 CORRUPTED_INFOROM; absent: NOT_SUPPORTED. */
+nvmlReturn_t DECLDIR nvmlDeviceValidateInforom(nvmlDevice_t device)
+{
+    DEVICE_PROLOGUE(device, 0);
+    unsigned valid;
+    if (fake_uint(&c, &valid, "inforom.valid") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return valid ? NVML_SUCCESS : NVML_ERROR_CORRUPTED_INFOROM;
+}
+
 /* pending and failure default to 0 when the two counts are given. */
 nvmlReturn_t DECLDIR nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
                                                unsigned int *isPending, unsigned int *failureOccurred)

@@ -1,4 +1,5 @@
-"""GPU rows of the clock_events and ecc collectors: throttling reasons and times, ECC, row remapping, retired pages."""
+"""GPU rows of the clock_events and ecc collectors: throttling reasons and times, ECC, row remapping, retired pages;
+and the inforom's configuration checksum and validity (modes collector)."""
 
 from __future__ import annotations
 
@@ -154,5 +155,18 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_retired_pages_pending", "", "1 when pages wait to be retired at the next driver reload", "ecc",
         NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
         maximum=1,
+    ),
+    # the inforom (the board's configuration store): near-static, read slowly
+    _gauge(
+        "gpu_inforom_configuration_checksum", "",
+        "Checksum of the configuration in the inforom's power and ECC objects; changes with the driver release "
+        "or a configuration change (e.g. ECC toggled), so GPUs of one fleet that differ stand out", "modes",
+        NvmlSource("nvmlDeviceGetInforomConfigurationChecksum"), DcgmSource(83), "DCGM_FI_DEV_INFOROM_CONFIG_CHECK",
+        maximum=2**32 - 1, every=STATIC,
+    ),
+    _gauge(
+        "gpu_inforom_valid", "", "1 while the inforom's checksums verify, 0 when the inforom is corrupted", "modes",
+        NvmlSource("nvmlDeviceValidateInforom"), DcgmSource(84), "DCGM_FI_DEV_INFOROM_CONFIG_VALID", maximum=1,
+        every=STATIC,
     ),
 )  # fmt: skip

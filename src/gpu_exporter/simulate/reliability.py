@@ -8,6 +8,8 @@ from typing import Any
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
 
+CORRUPTED_INFOROM = 14  # NVML_ERROR_CORRUPTED_INFOROM
+
 
 @device("nvmlDeviceGetPcieThroughput")
 def pcie_throughput(c: Call, counter: Any, out: Any) -> int:
@@ -90,6 +92,21 @@ def row_remapper_histogram(c: Call, out: Any) -> int:
     for name, count in zip(names, counts, strict=True):
         setattr(values, name, (count or 0) & 0xFFFFFFFF)
     return errors.SUCCESS
+
+
+@device("nvmlDeviceGetInforomConfigurationChecksum")
+def inforom_checksum(c: Call, out: Any) -> int:
+    """``inforom.checksum``, the inforom's configuration checksum."""
+    return c.out(out, "inforom.checksum")
+
+
+@device("nvmlDeviceValidateInforom")
+def inforom_valid(c: Call) -> int:
+    """``inforom.valid``: non-zero SUCCESS, 0 CORRUPTED_INFOROM, absent NOT_SUPPORTED."""
+    valid = c.u64("inforom.valid")
+    if valid is None:
+        return errors.NOT_SUPPORTED
+    return errors.SUCCESS if valid else CORRUPTED_INFOROM
 
 
 @device("nvmlDeviceGetRemappedRows")

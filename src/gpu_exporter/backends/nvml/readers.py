@@ -201,6 +201,15 @@ def _fabric(handle: Handle) -> Raw:
     }
 
 
+def _inforom_valid(handle: Handle) -> Raw:
+    """``nvmlDeviceValidateInforom``: 1 when the inforom's checksums verify, 0 when NVML says it is corrupted."""
+    try:
+        pynvml.nvmlDeviceValidateInforom(handle)
+    except pynvml.NVMLError_CorruptedInforom:
+        return {"": 0}
+    return {"": 1}
+
+
 def _single(call: Callable[[Handle], Any]) -> Callable[[Handle], Raw]:
     return lambda handle: {"": call(handle)}
 
@@ -243,6 +252,8 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetEccMode": _ecc_mode,
     "nvmlDeviceGetRemappedRows": _remapped_rows,
     "nvmlDeviceGetRowRemapperHistogram": _row_remapper_histogram,
+    "nvmlDeviceGetInforomConfigurationChecksum": _single(pynvml.nvmlDeviceGetInforomConfigurationChecksum),
+    "nvmlDeviceValidateInforom": _inforom_valid,
     "nvmlDeviceGetGpuFabricInfoV": _fabric,
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
     # The _v3 symbol; on drivers without it pynvml raises NVMLLibraryMismatchError (handled as missing).

@@ -376,7 +376,10 @@ def _count_calls(
                 )  # fmt: skip
                 if FLOOR in systems:
                     floor = calls.floor_plan(entry[GPU_EXPORTER], size.mig, work / f"floor-plan-{size.key}.json")
-                    entry["floor_plan"] = str(floor.relative_to(REPO) if floor.is_relative_to(REPO) else floor.name)
+                    # the plan itself, not its scratch file's path (a clone has no bench/.cache); its
+                    # rates are this entry's gpu-exporter by_symbol
+                    plan_used = json.loads(floor.read_text())
+                    entry["floor_plan"] = {"fields": plan_used["fields"], "mig": plan_used["mig"]}
                     _log(f"counting driver calls: floor at {size.label}")
                     entry[FLOOR] = calls.count(
                         functools.partial(start_floor, floor, fake_dir, scenario, interval, work),

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import logging
 import os
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.attribution.kubeletpods import PodName, pods_of
-from gpu_exporter.attribution.kubewatch import Watched, WatchStream
+from gpu_exporter.attribution.kubewatch import Watched, WatchStream, connect_failure, status_kind
 from gpu_exporter.attribution.podresources import DRA_DRIVERS
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.attribution.resourceslices import EMPTY, Devices
@@ -123,17 +122,13 @@ class ApiClient:
             return found, version
         except ApiError as exc:
             code = exc.status.code or 0
-            kind_of = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
-            raise Failure(kind_of, f"HTTP {code} {str(exc.status.reason or '')[:100]}") from None
+            raise Failure(status_kind(code), f"HTTP {code} {str(exc.status.reason or '')[:100]}") from None
         except ConfigError as exc:
             raise Failure("token", str(exc)[:200]) from None
         except httpx2.TimeoutException:
             raise Failure("timeout", f"no answer in {self.timeout_seconds:g} s") from None
         except httpx2.ConnectError as exc:
-            cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                raise Failure("tls", str(exc)[:200]) from None
-            raise Failure("unavailable", str(exc)[:200] or type(exc).__name__) from None
+            raise connect_failure(exc) from None
         except httpx2.HTTPError as exc:
             raise Failure("unavailable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -100,10 +100,7 @@ class WatchStream:
         except httpx2.TimeoutException:
             raise Failure("timeout", f"nothing read in {seconds + self._timeout:g} s") from None
         except httpx2.ConnectError as exc:
-            cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                raise Failure("tls", str(exc)[:200]) from None
-            raise Failure("unavailable", str(exc)[:200] or type(exc).__name__) from None
+            raise connect_failure(exc) from None
         except httpx2.HTTPError as exc:
             if self._aborted:
                 return
@@ -126,6 +123,20 @@ class WatchStream:
                     self._response.close()
 
 
+def status_kind(code: int) -> str:
+    """The failure kind of an API server's HTTP status (401/403: no RBAC grant; 404: no such API)."""
+    return {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
+
+
+def connect_failure(exc: Exception) -> Failure:
+    """The failure of a connection that did not come up: ``tls`` when the server's certificate was
+    not verified, else ``unavailable``."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return Failure("tls", str(exc)[:200])
+    return Failure("unavailable", str(exc)[:200] or type(exc).__name__)
+
+
 def _refused(code: int, body: bytes) -> None:
     if code == 410:
         raise Gone("HTTP 410")
@@ -133,8 +144,7 @@ def _refused(code: int, body: bytes) -> None:
         reason = str(json.loads(body).get("reason", ""))[:100]
     except (ValueError, AttributeError):
         reason = ""
-    kind = {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
-    raise Failure(kind, f"HTTP {code} {reason}".rstrip())
+    raise Failure(status_kind(code), f"HTTP {code} {reason}".rstrip())
 
 
 def _event(line: str) -> tuple[str, dict[str, Any]]:

@@ -51,6 +51,16 @@ class Call:
         value = self.u64(key)
         return errors.NOT_SUPPORTED if value is None else abi.put(arg, value)
 
+    def out_pair(self, first: Any, first_key: str, second: Any, second_key: str) -> int:
+        """Write two keys into two scalar outputs of one call; NOT_SUPPORTED unless both are present."""
+        if abi.target(first) is None or abi.target(second) is None:
+            return errors.INVALID_ARGUMENT
+        one, other = self.u64(first_key), self.u64(second_key)
+        if one is None or other is None:
+            return errors.NOT_SUPPORTED
+        abi.put(first, one)
+        return abi.put(second, other)
+
     def flag(self, arg: Any, key: str) -> int:
         """Write ``gpuN.<key>`` as 0 or 1 (any non-zero value is 1) into a scalar output."""
         if abi.target(arg) is None:

@@ -39,13 +39,7 @@ def inforom_image(c: Call, buf: Any, length: Any) -> int:
 @device("nvmlDeviceGetCudaComputeCapability")
 def compute_capability(c: Call, major: Any, minor: Any) -> int:
     """``gpuN.compute_capability.major`` and ``.minor`` (both needed)."""
-    if abi.target(major) is None or abi.target(minor) is None:
-        return errors.INVALID_ARGUMENT
-    high, low = c.u64("compute_capability.major"), c.u64("compute_capability.minor")
-    if high is None or low is None:
-        return errors.NOT_SUPPORTED
-    abi.put(major, high)
-    return abi.put(minor, low)
+    return c.out_pair(major, "compute_capability.major", minor, "compute_capability.minor")
 
 
 @device("nvmlDeviceGetP2PStatus")

@@ -116,13 +116,7 @@ def power_enforced(c: Call, out: Any) -> int:
 
 @device("nvmlDeviceGetPowerManagementLimitConstraints")
 def power_constraints(c: Call, low: Any, high: Any) -> int:
-    if abi.target(low) is None or abi.target(high) is None:
-        return errors.INVALID_ARGUMENT
-    lo, hi = c.u64("power.min_limit"), c.u64("power.max_limit")
-    if lo is None or hi is None:
-        return errors.NOT_SUPPORTED
-    abi.put(low, lo)
-    return abi.put(high, hi)
+    return c.out_pair(low, "power.min_limit", high, "power.max_limit")
 
 
 @device("nvmlDeviceGetTotalEnergyConsumption")

@@ -2,14 +2,13 @@
 
 Drivers in bad states return sentinels (``0xFFFFFFFF`` utilisation, a GPU at 644245923 °C);
 exporting them poisons dashboards and alerts. A value is invalid when its raw vendor value is an
-all-ones sentinel, when it exceeds the catalogue's physical bound, or when it contradicts another
-value of the same read (memory used above total). Invalid values are counted per metric in
+all-ones sentinel, when it lies outside the catalogue row's physical minimum and bound (checked in
+:func:`~gpu_exporter.pipeline.convert.convert`), or when it contradicts another value of the same
+read (memory used above total). Invalid values are counted per metric in
 ``gpu_exporter_invalid_values_total{field}`` instead.
 """
 
 from __future__ import annotations
-
-from gpu_exporter.catalogue import MetricSpec
 
 #: All-ones values of 32- and 64-bit unsigned fields, which NVML uses as "no value".
 SENTINELS = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
@@ -17,14 +16,6 @@ _CONSISTENCY = (
     ("gpu_memory_used_bytes", "gpu_memory_total_bytes"),
     ("gpu_memory_free_bytes", "gpu_memory_total_bytes"),
 )
-
-
-def plausible(spec: MetricSpec, raw: float, value: float) -> bool:
-    """True when ``raw`` is no sentinel and ``value`` (base units) is within the spec's minimum and bound."""
-    if raw in SENTINELS or value < spec.minimum:
-        return False
-    limit = spec.bound
-    return limit is None or value <= limit
 
 
 def drop_inconsistent(values: dict[str, float], invalid: dict[str, int]) -> None:

@@ -51,7 +51,8 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Convert
     """Convert one read; every answered pair is reported to ``memo``, every unsupported one too.
 
     Each value is ``raw × scale`` as :func:`~gpu_exporter.catalogue.spec.scaled` computes it (the
-    numerator, then the denominator), kept when :func:`~gpu_exporter.sanity.plausible` holds."""
+    numerator, then the denominator), kept when the raw value is no driver sentinel and the value lies
+    within the row's ``minimum`` and ``bound``; otherwise it is counted as invalid."""
     out = Converted()
     rows = _ROWS.get(backend) or {}
     remembered = memo.remembers_any()

@@ -266,11 +266,11 @@ class Watched(Refresher[S, A]):
 
     def _watch_failed(self, kind: str, detail: str) -> None:
         """Count a failed watch by kind (the listed answer stays up: a list follows) and log a change."""
+        if self._watch_logged != kind:  # logged before the count is published, as refresh does
+            self._log.warning("%s: watching %s failed (%s: %s); listing again", self._source, self._stream.url,
+                              kind, detail)  # fmt: skip
+            self._watch_logged = kind
         with self._refreshing:
             self._failures[kind] = self._failures.get(kind, 0) + 1
             state, answered = self._published
             self._published = (self._with(state, failures=tuple(sorted(self._failures.items()))), answered)
-        if self._watch_logged != kind:
-            self._log.warning("%s: watching %s failed (%s: %s); listing again", self._source, self._stream.url,
-                              kind, detail)  # fmt: skip
-            self._watch_logged = kind

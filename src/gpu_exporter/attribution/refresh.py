@@ -147,10 +147,12 @@ class Refresher(Generic[S, A]):
             self._failed(state, answered, calls, "error", f"{type(exc).__name__}: {exc}")
             return
         failures = tuple(sorted(self._failures.items()))
-        self._published = (self._answered(answer, calls, failures, time.time()), self._clock())
+        published = (self._answered(answer, calls, failures, time.time()), self._clock())
+        # The line goes out before the state it describes, so whoever sees the state sees its line.
         if self._logged != "up":
             self._log.info("%s", self._up_line(answer, " again" if state.fetched_at else ""))
             self._logged = "up"
+        self._published = published
 
     def _failed(self, state: S, answered: float, calls: int, kind: str, detail: str) -> None:
         """Count the failure, keep the last good answer while younger than the max age, log a change."""
@@ -161,7 +163,6 @@ class Refresher(Generic[S, A]):
         failures = tuple(sorted(self._failures.items()))
         answer = getattr(state, self._field) if keep else self._empty
         changed = {self._field: answer, "up": False, "error": kind, "calls": calls, "failures": failures, "kept": keep}
-        self._published = (self._with(state, **changed), answered)
         if self._logged != kind:
             if keep:
                 held = f"; keeping the last answer for up to {self._max_age:g} s"
@@ -173,6 +174,7 @@ class Refresher(Generic[S, A]):
             self._logged = kind
         elif has_answer and not keep:
             self._log.warning("%s: dropped the last answer, %.0f s old (still failing: %s)", self._source, age, kind)
+        self._published = (self._with(state, **changed), answered)
 
     @staticmethod
     def _with(state: S, **changes: Any) -> S:

@@ -12,9 +12,9 @@ from collections import deque
 from collections.abc import Callable
 
 from gpu_exporter.snapshot import Snapshot
-from gpu_exporter.status.view import cards
+from gpu_exporter.status.view import TRAIL, trail_values
 
-SERIES = ("utilization_ratio", "power_watts", "temperature_celsius")
+SERIES = tuple(TRAIL)
 #: Points kept per series: ten minutes at a 5 s interval; at most this many whatever the interval.
 DEFAULT_POINTS = 120
 
@@ -37,11 +37,11 @@ class History:
                 return
             self._taken_at = snapshot.taken_at
             self._count += 1
-            for card in cards(snapshot):
-                trail = self._series.setdefault(card["uid"], {name: deque(maxlen=self.points) for name in SERIES})
-                for name in SERIES:
-                    trail[name].append(card[name])
-                self._last_seen[card["uid"]] = self._count
+            for uid, values in trail_values(snapshot):
+                trail = self._series.setdefault(uid, {name: deque(maxlen=self.points) for name in SERIES})
+                for name, value in zip(SERIES, values, strict=True):
+                    trail[name].append(value)
+                self._last_seen[uid] = self._count
             for uid in [uid for uid, seen in self._last_seen.items() if self._count - seen >= self.points]:
                 del self._series[uid], self._last_seen[uid]
 

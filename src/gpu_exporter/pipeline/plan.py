@@ -23,6 +23,10 @@ class Plan:
         self.readable = tuple(spec for spec in specs if spec.derive is None and spec.source(backend) is not None)
         self._by_root = {root: tuple(spec for spec in self.readable if spec.root == root) for root in ("gpu", "fabric")}
         self.slow: dict[str, int] = {spec.key: spec.every for spec in self.readable if spec.every > 1}
+        self._everys = {root: sorted({spec.every for spec in specs}) for root, specs in self._by_root.items()}
+        # Due rows by (root, which cadences are due): every read of a cycle, and every cycle of the same
+        # pattern, gets the same tuple, so a backend can keep what it derives from one (by identity).
+        self._due: dict[tuple[str, tuple[bool, ...] | None], tuple[MetricSpec, ...]] = {}
 
     def wants(self, root: str) -> bool:
         """True when any row is read from roots of this kind (``gpu`` or ``fabric``)."""
@@ -30,7 +34,12 @@ class Plan:
 
     def request(self, root: str, cycle: int, asks: Callable[[str, str], bool], everything: bool = False) -> Request:
         """The rows of ``root`` due in ``cycle`` (all of them with ``everything``: a root's first read)."""
-        due = tuple(spec for spec in self._by_root[root] if everything or cycle % spec.every == 0)
+        pattern = None if everything else tuple(cycle % every == 0 for every in self._everys[root])
+        due = self._due.get((root, pattern))
+        if due is None:
+            due = self._due[(root, pattern)] = tuple(
+                spec for spec in self._by_root[root] if everything or cycle % spec.every == 0
+            )
         return Request(cycle, due, asks)
 
     def due(self, key: str, cycle: int) -> bool:

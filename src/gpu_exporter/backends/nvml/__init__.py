@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -77,6 +77,17 @@ def _count(call: Callable[[Handle], Any], handle: Handle) -> Raw:
 
 #: Bound of the reused field-value candidates (entities × rows; cleared when exceeded).
 _WANTED_ITEMS_MAX = 200_000
+#: Bound of the kept splits of due rows (one per cadence pattern; cleared when exceeded).
+_SPLITS_MAX = 256
+
+
+class Row(NamedTuple):
+    """A due catalogue row with its key and NVML source, each worked out once (both are properties
+    that build their answer)."""
+
+    spec: MetricSpec
+    key: str
+    source: NvmlSource
 
 
 class NvmlBackend:
@@ -92,7 +103,7 @@ class NvmlBackend:
         self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
-        self._rows: dict[int, tuple[MetricSpec, str, NvmlSource | None]] = {}  # id(spec) → spec, key, source
+        self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
         self._listener: XidListener | None = None
         self._watch_events = False
@@ -152,10 +163,8 @@ class NvmlBackend:
         if handle is None:
             raise DeviceLost(f"{device.uuid} is no longer enumerated by NVML")
         reading = RawReading()
-        rows = [spec for spec in request.specs if self._row(spec)[1] is not None]
+        gpu_rows, link_rows, mig_rows, process_rows = self._split(request.specs)
         gpu = model.gpu(device.index, device.uuid)
-        gpu_rows = [spec for spec in rows if "gpu" in spec.entities]
-        link_rows = [spec for spec in rows if "nvlink" in spec.entities]
         links = [
             (link, model.nvlink(device.index, device.uuid, link)) for link in (device.nvlinks if link_rows else ())
         ]
@@ -169,7 +178,6 @@ class NvmlBackend:
         self._read_into(reading, gpu, handle, gpu_rows, request, batch, compute=compute)
         for link, entity in links:
             self._read_into(reading, entity, handle, link_rows, request, batch, link)
-        mig_rows = [spec for spec in rows if "mig" in spec.entities]
         instances = {}
         for slot, mig in enumerate(device.migs):
             entity = model.mig(
@@ -180,35 +188,38 @@ class NvmlBackend:
             if mig_handle is not None:
                 mig_batch = self._batch(reading, entity, mig_handle, self._wanted(entity, mig_rows, request))
                 self._read_into(reading, entity, mig_handle, mig_rows, request, mig_batch)
-        process_rows = [spec for spec in rows if "process" in spec.entities]
         if process_rows:
-            self._processes.read(reading, gpu, handle, instances, process_rows, request, compute)
+            self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
 
-    def _row(self, spec: MetricSpec) -> tuple[str, NvmlSource | None]:
-        """(row key, NVML source) of a catalogue row, computed once (both are properties that
-        build their answer); the entry keeps ``spec`` alive, so its id is never reused."""
-        known = self._rows.get(id(spec))
+    def _split(self, specs: tuple[MetricSpec, ...]) -> tuple[tuple[Row, ...], ...]:
+        """The due rows with an NVML source, for GPUs, NVLinks, MIG devices and processes, worked out
+        once per tuple of due rows (the plan hands every read of the same cadences the same tuple;
+        the entry keeps it alive, so its id is never reused)."""
+        known = self._splits.get(id(specs))
         if known is None:
-            known = self._rows[id(spec)] = (spec, spec.key, spec.nvml)
-        return known[1], known[2]
+            rows = [Row(spec, spec.key, spec.nvml) for spec in specs if spec.nvml is not None]
+            split = tuple(
+                tuple(row for row in rows if kind in row.spec.entities) for kind in ("gpu", "nvlink", "mig", "process")
+            )
+            if len(self._splits) >= _SPLITS_MAX:
+                self._splits.clear()
+            known = self._splits[id(specs)] = (specs, split)
+        return known[1]
 
-    def _wanted(
-        self, entity: Entity, specs: Sequence[MetricSpec], request: Request, link: int | None = None
-    ) -> list[Wanted]:
+    def _wanted(self, entity: Entity, rows: Sequence[Row], request: Request, link: int | None = None) -> list[Wanted]:
         """The rows of ``entity`` this read asks for, as candidates for the field-value call (each
         (entity, row, link) item made once and reused: the same every read)."""
         uid = entity.uid
         asks, made = request.asks, self._wanted_items
         wanted = []
-        for spec in specs:
-            row, source = self._row(spec)
-            if source is not None and asks(uid, row):
+        for spec, row, source in rows:
+            if asks(uid, row):
                 item = made.get((entity, row, link))
                 if item is None:
                     if len(made) >= _WANTED_ITEMS_MAX:
                         made.clear()
-                    item = made[(entity, row, link)] = Wanted(entity, spec, (uid, row), source, link)
+                    item = made[(entity, row, link)] = Wanted.of(entity, spec, row, source, link)
                 wanted.append(item)
         return wanted
 
@@ -232,27 +243,26 @@ class NvmlBackend:
         reading: RawReading,
         entity: Entity,
         handle: Handle,
-        specs: Sequence[MetricSpec],
+        rows: Sequence[Row],
         request: Request,
         batch: dict[tuple[str, str], Outcome],
         link: int | None = None,
         compute: Callable[[Handle], Any] | None = None,
     ) -> None:
-        """Read ``specs`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``;
+        """Read ``rows`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``;
         values in ``batch`` came with the handle's field-value call."""
         structs: dict[str, Raw | Exception] = {}
         out = reading.raw.setdefault(entity, {})
         uid = entity.uid
-        for spec in specs:
-            row, source = self._row(spec)
-            if not request.asks(uid, row):
+        asks = request.asks
+        for spec, row, source in rows:
+            if not asks(uid, row):
                 continue
             key = (uid, row)
             outcome = batch.get(key)
             if type(outcome) is float:  # came with the field-value call (its time counted there)
                 out[row] = outcome
                 continue
-            assert source is not None  # filtered by read()
             read: Callable[[], float | None] = (
                 functools.partial(self._raw, handle, source, structs, compute)
                 if link is None

@@ -16,7 +16,8 @@ from typing import TypeAlias
 
 import pynvml
 
-from gpu_exporter.backends.nvml.readers import Handle, field_value
+from gpu_exporter.backends.nvml.field_memory import decoded
+from gpu_exporter.backends.nvml.readers import Handle
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
@@ -118,6 +119,13 @@ class Wanted:
     key: tuple[str, str]  # (entity uid, row key)
     source: NvmlSource
     link: int | None = None
+    #: (field id, scopeId) from :func:`field_of`, or None where NVML has no field for it.
+    field: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, entity: Entity, spec: MetricSpec, row: str, source: NvmlSource, link: int | None) -> Wanted:
+        """The value ``row`` of ``entity`` (on NVLink ``link``), with its field worked out."""
+        return cls(entity, spec, (entity.uid, row), source, link, field_of(source, link))
 
 
 # What a batch says about one value: a raw value, an entry's error, or CALL (ask the single call).
@@ -138,9 +146,10 @@ class FieldBatcher:
         number of entries asked (0: no call made). Raises the whole call's NVMLError (GPU lost,
         ...) except a missing function or a handle without field values, which fall back."""
         entries: list[tuple[Wanted, tuple[int, int]]] = []
+        use_call = self._use_call
         for item in wanted:
-            field = field_of(item.source, item.link)
-            if field is not None and item.key not in self._use_call:
+            field = item.field
+            if field is not None and item.key not in use_call:
                 entries.append((item, field))
         if not entries:
             return {}, []
@@ -155,16 +164,14 @@ class FieldBatcher:
         except pynvml.NVMLError as err:  # the whole call failed: every value it carried did
             return {item.key: err for item in asked}, asked
         out: dict[tuple[str, str], Outcome] = {}
-        for (item, (field_id, _scope)), entry in zip(entries, values, strict=True):
+        for (item, (field_id, _scope)), (status, value) in zip(entries, decoded(values), strict=True):
             key = item.key
-            if entry.nvmlReturn in _NO_FIELD:
+            if status in _NO_FIELD:
                 self._use_call.add(key)
                 out[key] = CALL
                 continue
-            try:
-                value = field_value(entry)
-            except pynvml.NVMLError as err:
-                out[key] = err
+            if status != pynvml.NVML_SUCCESS:
+                out[key] = pynvml.NVMLError(status)
                 continue
             if field_id == pynvml.NVML_FI_DEV_NVLINK_GET_STATE:
                 # Sleep and "active, traffic disabled" are not in the call's vocabulary: ask it.

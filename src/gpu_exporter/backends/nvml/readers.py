@@ -95,7 +95,7 @@ def text(value: object) -> str:
     return str(value)
 
 
-_MEMBERS = {
+VALUE_MEMBERS = {
     pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
     pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
@@ -111,7 +111,7 @@ def field_value(entry: Any) -> float:
     status = entry.nvmlReturn
     if status != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(status)
-    return float(getattr(entry.value, _MEMBERS.get(entry.valueType, "ullVal")))
+    return float(getattr(entry.value, VALUE_MEMBERS.get(entry.valueType, "ullVal")))
 
 
 def _memory(handle: Handle) -> Raw:

@@ -35,6 +35,7 @@ from gpu_exporter.pipeline.derive import WINDOW_MEMORY_SECONDS, Integrators, Win
 from gpu_exporter.pipeline.events import EventTallies, XidTally
 from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
+from gpu_exporter.readpool import ReadPool
 from gpu_exporter.render import Renderer, native_renderer
 from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
 from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
@@ -47,9 +48,10 @@ __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
 
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
-#: Reads (GPUs, the fabric) in flight at once; more wait for one to finish (see Sampler._trigger).
+#: GPU reads in flight at once; more wait for one to finish (the read pool's threads).
 READ_CONCURRENCY = 4
-#: A read busy this long (real seconds) no longer counts against READ_CONCURRENCY.
+#: A read busy this long (real seconds) no longer counts against READ_CONCURRENCY: the pool starts
+#: another thread in place of the one it holds.
 SLOW_READ_SECONDS = 0.05
 #: How long a GPU that left the driver's device list keeps reporting gpu_up 0 before it is forgotten.
 VANISHED_RETENTION_SECONDS = 3600.0
@@ -107,6 +109,7 @@ class Sampler:
         self._windows = Windows(self._specs, clock_window)
         self._tallies = EventTallies()
         self._done = threading.Condition()
+        self._reads = ReadPool(READ_CONCURRENCY, SLOW_READ_SECONDS, self._done)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._control = Control(backend, watch_events, self._done, clock)
@@ -140,6 +143,7 @@ class Sampler:
             self._thread.join(timeout)
         for state in self._roots():
             state.worker.stop()
+        self._reads.stop()
         self._control.worker.stop()
         self._backend.close()
 
@@ -178,7 +182,7 @@ class Sampler:
         for state in self._roots():  # a read that finished after the last cycle's wait: fold it before
             self._take(state, notes)  # the next read replaces it (a first read asks for every row)
         triggered = self._trigger(cycle) if self._open else []
-        self._wait(lambda: all(state.worker.busy_since is None for state in triggered), deadline)
+        self._wait_reads(triggered, deadline)
         now = self._clock()
         self._tallies.add(self._backend.drain_events())
         views = tuple(self._view(state, now, notes) for state in list(self._states.values()))
@@ -192,37 +196,32 @@ class Sampler:
         return snapshot
 
     def _trigger(self, cycle: int) -> list[RootState]:
-        """Trigger every idle root's worker, at most ``READ_CONCURRENCY`` reading at once: dozens of
-        reader threads started together spend kernel time handing the GIL to each other (every NVML
-        call releases it; at 64 GPUs on the fake about half the system CPU of a cycle). A read still
-        busy ``SLOW_READ_SECONDS`` (real time) after its trigger stops counting, so a slow or hung
-        GPU never holds the others back."""
-        triggered: list[RootState] = []
-        started: list[float] = []
-        pending = self._roots()[::-1]
-
-        def reading() -> int:
-            now = time.monotonic()
-            return sum(
-                1
-                for state, at in zip(triggered, started, strict=True)
-                if state.worker.busy_since is not None and now - at < SLOW_READ_SECONDS
-            )
-
-        while pending:
-            while pending and reading() < READ_CONCURRENCY:
-                state = pending.pop()
-                if state.worker.trigger(cycle):
-                    triggered.append(state)
-                    started.append(time.monotonic())
-            if pending:
-                with self._done:
-                    self._done.wait_for(lambda: reading() < READ_CONCURRENCY, timeout=SLOW_READ_SECONDS)
-        return triggered
+        """Trigger every idle root's worker (a busy one, still in an earlier read, is left alone).
+        GPU reads queue on the read pool, at most ``READ_CONCURRENCY`` at once: dozens of reader
+        threads started together spend kernel time handing the GIL to each other (every NVML call
+        releases it)."""
+        return [state for state in self._roots() if state.worker.trigger(cycle)]
 
     def _wait(self, finished: Callable[[], bool], deadline: float) -> None:
         with self._done:
             self._done.wait_for(finished, timeout=max(0.0, deadline - self._clock()))
+
+    def _wait_reads(self, triggered: Sequence[RootState], deadline: float) -> None:
+        """Wait until every triggered read finished or ``deadline``; every ``SLOW_READ_SECONDS`` the
+        pool replaces threads held by slow reads, so a hung GPU never holds the others back."""
+
+        def finished() -> bool:
+            return all(state.worker.busy_since is None for state in triggered)
+
+        while True:
+            with self._done:
+                remaining = deadline - self._clock()
+                if finished() or remaining <= 0:
+                    return
+                self._done.wait_for(finished, timeout=min(remaining, SLOW_READ_SECONDS))
+                if finished():
+                    return
+            self._reads.check()
 
     def _steer(self, now: float, cycle: int, deadline: float) -> None:
         """Open or re-enumerate through the control worker when due, waiting within the deadline,
@@ -284,7 +283,9 @@ class Sampler:
         for device in devices:
             state = self._states.get(device.uuid)
             if state is None:
-                worker = Worker(f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock)
+                worker = Worker(
+                    f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock, self._reads
+                )
                 self._states[device.uuid] = RootState(worker, device)
                 continue
             if state.vanished_at is not None:

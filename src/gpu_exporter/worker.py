@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from gpu_exporter.backends.base import DeviceLost
 
@@ -37,22 +37,38 @@ class Result(Generic[T]):
     reason: str = ""  # DeviceLost's reason word when lost
 
 
+class Runs(Protocol):
+    """Where a worker's job runs when the worker has no thread of its own (a :class:`ReadPool`)."""
+
+    def submit(self, worker: Worker[Any]) -> None: ...
+
+
 class Worker(Generic[T]):
-    """Runs ``job(cycle)`` on its own daemon thread whenever :meth:`trigger` is called."""
+    """Runs ``job(cycle)`` whenever :meth:`trigger` is called: on its own daemon thread, or, given
+    ``runs``, on a thread of that pool (GPU reads: a few threads take them in turn, so a cycle
+    does not wake one thread per GPU; a hung read still holds only its own)."""
 
     def __init__(
-        self, name: str, job: Callable[[int], T], done: threading.Condition, clock: Callable[[], float] = time.monotonic
+        self,
+        name: str,
+        job: Callable[[int], T],
+        done: threading.Condition,
+        clock: Callable[[], float] = time.monotonic,
+        runs: Runs | None = None,
     ) -> None:
         self.job = job
+        self.name = name
         self._done = done
         self._clock = clock
+        self._runs = runs
         self._wake = threading.Event()
         self._stopping = False
         self._cycle = 0
         self.busy_since: float | None = None
         self.result: Result[T] | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        if runs is None:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
 
     def trigger(self, cycle: int) -> bool:
         """Start the job for ``cycle``; False (and nothing started) while the previous one runs."""
@@ -61,7 +77,10 @@ class Worker(Generic[T]):
                 return False
             self._cycle = cycle
             self.busy_since = self._clock()
-        self._wake.set()
+        if self._runs is not None:
+            self._runs.submit(self)
+        else:
+            self._wake.set()
         return True
 
     def stop(self) -> None:
@@ -75,19 +94,29 @@ class Worker(Generic[T]):
             self._wake.clear()
             if self._stopping:
                 return
-            started = self.busy_since if self.busy_since is not None else self._clock()
-            cycle = self._cycle
-            value: T | None = None
-            error, lost, reason = "", False, ""
-            try:
-                value = self.job(cycle)
-            except DeviceLost as err:
-                error, lost, reason = str(err), True, err.reason
-            except Exception as err:
-                log.exception("%s failed", self._thread.name)
-                error = repr(err)
-            finished = self._clock()
+            self.execute()
             with self._done:
-                self.result = Result(cycle, finished, finished - started, value, error, lost, reason)
-                self.busy_since = None
                 self._done.notify_all()
+
+    def execute(self) -> None:
+        """Run the job of the triggered cycle and post its result (a stopped worker's is dropped);
+        the caller tells the waiters."""
+        if self._stopping:
+            with self._done:
+                self.busy_since = None
+            return
+        started = self.busy_since if self.busy_since is not None else self._clock()
+        cycle = self._cycle
+        value: T | None = None
+        error, lost, reason = "", False, ""
+        try:
+            value = self.job(cycle)
+        except DeviceLost as err:
+            error, lost, reason = str(err), True, err.reason
+        except Exception as err:
+            log.exception("%s failed", self.name)
+            error = repr(err)
+        finished = self._clock()
+        with self._done:
+            self.result = Result(cycle, finished, finished - started, value, error, lost, reason)
+            self.busy_since = None

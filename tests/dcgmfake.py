@@ -252,7 +252,7 @@ class FakeDcgm:
         entities = [key for key in entities if key not in refused]
         if name in self.watches or name in self.stale:
             raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
-        if self.profiling_watch_error is not None and any(f >= 1001 for f in field_ids):
+        if self.profiling_watch_error is not None and any(1001 <= f <= 1099 for f in field_ids):
             raise dcgm_error(self.profiling_watch_error, "dcgmWatchFields: profiling watch refused")
         for suffix, status in self.watch_errors.items():
             if name.endswith(suffix):
@@ -408,8 +408,28 @@ SCENARIO_FIELDS.update({"inforom.checksum": 83, "inforom.valid": 84})  # DCGM: 1
 SCENARIO_FIELDS.update(
     {f"row_remapper.{name}": 385 + i for i, name in enumerate(("max", "high", "partial", "low", "none"))}
 )
-#: Fields DCGM stores as doubles (watts); the rest are int64 in DCGM's integer unit.
-DOUBLE_FIELDS = frozenset({155, 157, 160, 161, 162, 163, 164})
+# NVML's field-only values, as DCGM stores them (its fields 1423-1442, 1501, 1523): power smoothing's
+# per-profile fields are preset profile 0's (DCGM reads them with scopeId 0).
+SCENARIO_FIELDS.update(
+    {
+        "slowdown.hw_thermal": 1423, "slowdown.hw_power_brake": 1424, "pcie.correctable_errors": 1501,
+        "recovery_action": 1523,
+        **{
+            f"power_smoothing.{key}": number
+            for number, key in (
+                (1425, "enabled"), (1426, "privilege_level"), (1427, "immediate_ramp_down"),
+                (1428, "applied_ceiling"), (1429, "applied_floor"), (1430, "max_floor_percent"),
+                (1431, "min_floor_percent"), (1432, "lifetime_remaining_percent"), (1433, "preset_profiles"),
+                (1434, "profile.0.floor_percent"), (1435, "profile.0.ramp_up"), (1436, "profile.0.ramp_down"),
+                (1437, "profile.0.hysteresis"), (1438, "active_profile"), (1439, "override.floor_percent"),
+                (1440, "override.ramp_up"), (1441, "override.ramp_down"), (1442, "override.hysteresis"),
+            )
+        },
+    }
+)  # fmt: skip
+#: Fields DCGM stores as doubles (watts, power smoothing's percents and rates); the rest are int64 in
+#: DCGM's integer unit.
+DOUBLE_FIELDS = frozenset({155, 157, 160, 161, 162, 163, 164, *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441})
 
 
 def _factor(field_id: int) -> Fraction:

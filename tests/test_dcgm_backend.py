@@ -280,7 +280,7 @@ def test_profiling_only_when_enabled(runs: list[Run]) -> None:
     parsed = run.cycle()
     assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
     assert not PROFILING_NAMES & set(parsed)
-    assert not any(f >= 1001 for watch in run.fake.watches.values() for f in watch.fields)
+    assert not any(1001 <= f <= 1099 for watch in run.fake.watches.values() for f in watch.fields)
 
 
 def test_profiling_checked_per_gpu_model_not_per_node(runs: list[Run]) -> None:
@@ -299,7 +299,7 @@ def test_profiling_checked_per_gpu_model_not_per_node(runs: list[Run]) -> None:
     assert value(parsed, "gpu_nvlink_transmit_bytes_per_second", gpu="1") is None
     assert value(parsed, "gpu_sm_active_ratio", gpu="2") is None  # no profiling at all on this model
     assert value(parsed, "gpu_power_watts", gpu="2") == 250.5
-    profiling_watches = [w for w in fake.watches.values() if any(f >= 1001 for f in w.fields)]
+    profiling_watches = [w for w in fake.watches.values() if any(1001 <= f <= 1099 for f in w.fields)]
     assert sorted(sorted(w.fields) for w in profiling_watches) == [
         sorted(PROFILING_FIELDS),
         [1001, 1002, 1005, 1009, 1010],
@@ -417,16 +417,20 @@ def test_groups_are_named_uniquely_and_stale_ones_removed(runs: list[Run]) -> No
     assert fake.stale == {"someone-else"}
     assert all(name.startswith(GROUP_PREFIX) for name in fake.watches)
     needs = {name.rsplit("-", 1)[1] for name in fake.watches}
-    assert needs == {"identity", "gpu0", "mig0", "prof10", "xid0"}  # need, field chunk
+    # need, field chunk: the GPU fields take one group per 128 fields (DCGM's limit per field group)
+    chunks = len([need for need in needs if need.startswith("gpu")])
+    assert needs == {"identity", "mig0", "prof10", "xid0"} | {f"gpu{i}" for i in range(chunks)}
     for name, watch in fake.watches.items():
         if not name.endswith("identity"):
             assert watch.update_us == 2_000_000  # the collect interval
             assert watch.keep_age_s <= 60  # a short keep-age
     mig_watch = next(w for n, w in fake.watches.items() if n.endswith("mig0"))
     assert mig_watch.entities == ((FE_GPU_CI, 11),) and set(mig_watch.fields) == {250, 251, 252}
-    assert fake.latest_calls == 1 + 2  # identity at start, then one fetch per GPU (and its MIG instances) per cycle
+    # identity at start, then one fetch per GPU (and its MIG instances) per 128 due fields per cycle:
+    # the first cycle reads every field, later ones only those due every cycle (one fetch per GPU)
+    assert fake.latest_calls == 1 + 2 * chunks
     run.cycle(advance=2)
-    assert fake.latest_calls == 1 + 2 + 2
+    assert fake.latest_calls == 1 + 2 * chunks + 2
 
 
 def test_gpu_nvlinks_state_and_error_counters_per_link(runs: list[Run]) -> None:
@@ -819,7 +823,7 @@ def test_profiling_module_not_loaded_is_unavailable_not_a_failure(
         assert "gpu_exporter_sample_errors_total" not in parsed  # not a failure, counted nowhere
     lines = [r for r in caplog.records if "profiling metrics are not available (module_not_loaded)" in r.getMessage()]
     assert len(lines) == 1 and "--denylist-modules" in lines[0].getMessage()
-    assert not any(f >= 1001 for w in fake.watches.values() for f in w.fields)  # and never retried
+    assert not any(1001 <= f <= 1099 for w in fake.watches.values() for f in w.fields)  # and never retried
 
 
 def test_auto_does_not_pick_dcgm_when_it_refuses_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

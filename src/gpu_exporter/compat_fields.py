@@ -23,10 +23,13 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS
 from gpu_exporter.model import Entity
 
-#: Fields DCGM types as doubles (watts, the used-memory ratio, profiling ratios); every other exported
-#: field is an INT64 in DCGM, so its value is truncated to a whole number (framebuffer and BAR1 in
-#: whole MiB, as DCGM divides bytes by 2^20; clocks in whole MHz).
-DOUBLE_IDS = frozenset({155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009)})
+#: Fields DCGM types as doubles (watts, the used-memory ratio, profiling ratios, power smoothing's
+#: ceiling, floors, percents and ramp rates); every other exported field is an INT64 in DCGM, so its
+#: value is truncated to a whole number (framebuffer and BAR1 in whole MiB, as DCGM divides bytes by
+#: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
+DOUBLE_IDS = frozenset(
+    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441}
+)
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
 
@@ -230,9 +233,10 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (94, 94, "GPM support flag: not read yet"),
     (120, 130, "the supported-clocks list (130): a record of clock pairs, not a number"),
-    (165, 175, "power profiles (165-167): not read yet (NVML nvmlDeviceGetWorkloadPowerProfile*); the fabric "
-     "error code (171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not "
-     "served, gpu_fabric_state 4 says completed with an error"),
+    (165, 175, "power profile masks (165-167): DCGM types them as binary blobs (arrays of 32-bit masks, "
+     "NVML's nvmlMask255_t), not numbers, so dcgm-exporter cannot export them either; the fabric error code "
+     "(171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not served, "
+     "gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
     (285, 287, "Grace Hopper C2C links: not read yet"),
     (346, 363, "DCGM diagnostic results, which NVML does not run"),
@@ -248,9 +252,13 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1200, 1220, "NVLink port counters: not read yet"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1400, 1419, "C2C link and NVLink FEC history: not read yet"),
-    (1420, 1424, "HW thermal and HW power-brake slowdown durations (1423, 1424; NVML fields 270, 271): not "
-     "read yet"),
-    (1425, 1442, "power smoothing: not read yet"),
+    (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
+     "are the host's, not a GPU's"),
+    (1507, 1507, "unrepairable-memory flag: NVML has it only as nvmlDeviceGetUnrepairableMemoryFlag_v1, which "
+     "nvidia-ml-py does not bind: not read yet"),
+    (1509, 1509, "NVLink port transmit-wait counter: per link, DCGM reads it with nvmlDeviceReadPRMCounters_v1 "
+     "(a port register), not a GPU field: not read yet"),
+    (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
     (1500, 1599, "not read yet"),
     (1600, 1612, "DCGM 4.x's base-unit twins of served fields: their DCGM types are not confirmed here"),
 )  # fmt: skip

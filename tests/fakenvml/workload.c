@@ -475,6 +475,8 @@ static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool i
     f->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
     if (unknown_field(c, f->fieldId))
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (fake_field_only(c, f, &r))
+        return r;
     for (size_t i = 0; i < sizeof k_call_fields / sizeof k_call_fields[0]; i++) {
         if (k_call_fields[i].id != f->fieldId)
             continue;

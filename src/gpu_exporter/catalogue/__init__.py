@@ -9,7 +9,7 @@ table; nothing else names a metric.
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import allocations, devices, fabric, health, modes, processes, profiling
+from gpu_exporter.catalogue import allocations, devices, fabric, health, modes, power_smoothing, processes, profiling
 from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
 from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
@@ -54,8 +54,8 @@ from gpu_exporter.catalogue.xids import PRECREATED_XIDS, XID_CODES, Xid
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
 METRICS: tuple[MetricSpec, ...] = (
-    *devices.ROWS, *health.ROWS, *modes.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS, *processes.ROWS,
-    *allocations.ROWS,
+    *devices.ROWS, *power_smoothing.ROWS, *health.ROWS, *modes.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS,
+    *processes.ROWS, *allocations.ROWS,
 )  # fmt: skip
 #: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
 SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS

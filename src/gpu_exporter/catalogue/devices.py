@@ -253,6 +253,11 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_pcie_replay_errors_total", "", "PCIe replays (link-level retransmissions) since the driver loaded",
         "pcie", NvmlSource("nvmlDeviceGetPcieReplayCounter"), DcgmSource(202), "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
     ),
+    _counter(  # NVML field 173, in the field-value batch
+        "gpu_pcie_correctable_errors_total", "", "PCIe correctable errors the GPU's link reported", "pcie",
+        NvmlSource("nvmlDeviceGetFieldValues", "pcie_correctable_errors"), DcgmSource(1501),
+        "DCGM_FI_DEV_PCIE_CORRECTABLE_ERROR_TOTAL",
+    ),
     _gauge(
         "gpu_pcie_transmit_bytes_per_second", "bytes_per_second",
         "PCIe transmit throughput averaged over a 20 ms window (KB taken as 1024 bytes)", "pcie",

@@ -73,6 +73,22 @@ ROWS: tuple[MetricSpec, ...] = (
             ("base", "base_clocks", 247, "DCGM_FI_DEV_TOTAL_BASE_CLOCKS_VIOLATION"),
         )
     ),
+    # HW slowdowns (clocks cut by half or more; NVML fields 270, 271, ns): a family of their own, since
+    # NVML does not say whether its perf-policy counters (board limit, ...) already include this time.
+    *(
+        _counter(
+            "gpu_clock_hw_slowdown_seconds_total", "seconds",
+            "Cumulative time a hardware slowdown cut the clocks by a factor of 2 or more: temperature too high "
+            "(hw_thermal) or an external power brake (hw_power_brake)", "clock_events",
+            NvmlSource("nvmlDeviceGetFieldValues", selector, Fraction(1, 10**9)),
+            DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("reason", reason),),
+        )
+        for reason, selector, field_id, compat in (
+            ("hw_thermal", "hw_thermal_slowdown", 1423, "DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS"),
+            ("hw_power_brake", "hw_power_brake_slowdown", 1424,
+             "DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_NS"),
+        )
+    ),
     # memory errors
     _gauge(
         "gpu_ecc_mode_enabled", "", "1 when ECC is enabled (current mode)", "ecc",
@@ -155,6 +171,13 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_retired_pages_pending", "", "1 when pages wait to be retired at the next driver reload", "ecc",
         NvmlSource("nvmlDeviceGetRetiredPagesPendingStatus"), DcgmSource(392), "DCGM_FI_DEV_RETIRED_PENDING",
         maximum=1,
+    ),
+    _gauge(  # NVML field 230
+        "gpu_recovery_action", "",
+        "What the driver asks to recover the GPU (nvmlDeviceGpuRecoveryAction_t): 0 none, 1 GPU reset, 2 node "
+        "reboot, 3 drain P2P, 4 drain P2P and reset, 5 recover the IMEX domain, 6 PCIe bus reset, 7 system reboot",
+        "modes", NvmlSource("nvmlDeviceGetFieldValues", "recovery_action"), DcgmSource(1523),
+        "DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", maximum=255,
     ),
     # the inforom (the board's configuration store): near-static, read slowly
     _gauge(

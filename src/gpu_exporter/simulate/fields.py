@@ -15,6 +15,7 @@ from typing import Any
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
 from gpu_exporter.simulate.device import ABSURD_TEMPERATURE
+from gpu_exporter.simulate.fields_only import DBL, only_value
 
 UINT, ULL = 1, 3  # NVML_VALUE_TYPE_UNSIGNED_INT, _UNSIGNED_LONG_LONG
 
@@ -111,11 +112,14 @@ def _remapped(c: Call, which: int) -> int | None:
     return values[which] & 0xFFFFFFFF
 
 
-def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, int]:
+def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, float]:
     """(return code, value type, value) of one entry."""
     field_id, scope = entry.fieldId, entry.scopeId
     if _unknown(c, field_id):
         return errors.INVALID_ARGUMENT, ULL, 0
+    only = only_value(c, field_id, scope)
+    if only is not None:
+        return only
     if field_id in CALL_FIELDS:
         key, symbol, flag, uint = CALL_FIELDS[field_id]
         code = c.entry_fault(symbol)
@@ -177,8 +181,10 @@ def field_values(c: Call, count: Any, values: Any) -> int:
         code, kind, value = _value(c, entry, is_absurd)
         entry.valueType, entry.nvmlReturn = kind, code
         if code == errors.SUCCESS:
-            if kind == UINT:
-                entry.value.uiVal = value & 0xFFFFFFFF
+            if kind == DBL:
+                entry.value.dVal = value
+            elif kind == UINT:
+                entry.value.uiVal = int(value) & 0xFFFFFFFF
             else:
-                entry.value.ullVal = value
+                entry.value.ullVal = int(value)
     return errors.SUCCESS

@@ -123,8 +123,10 @@ FI_INFOROM_IMAGE = 82
 FI_CHASSIS_SERIAL = 572  # DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER; 573-577: slot, tray, host, peer type, module
 FI_PLACEMENT: tuple[int, ...] = (573, 574, 575, 576, 577)
 FI_XID_ERRORS = 230
-#: The profiling (DCP) fields start here.
+#: The profiling (DCP) fields: DCGM's profiling module's range (fields from 1100 on are not profiling:
+#: Grace CPU, C2C, clock-event durations, power smoothing, ...).
 FI_FIRST_PROFILING = 1001
+FI_LAST_PROFILING = 1099
 IDENTITY_FIELDS: tuple[int, ...] = (
     FI_DRIVER_VERSION,
     FI_NVML_VERSION,

@@ -37,6 +37,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_GPU_I,
     FE_SWITCH,
     FI_FIRST_PROFILING,
+    FI_LAST_PROFILING,
     FI_UUID,
     FI_XID_ERRORS,
     IDENTITY_FIELDS,
@@ -77,7 +78,7 @@ PROFILING_FIXES = {
 
 
 def is_profiling(spec: MetricSpec) -> bool:
-    return spec.dcgm is not None and spec.dcgm.field_id >= FI_FIRST_PROFILING
+    return spec.dcgm is not None and FI_FIRST_PROFILING <= spec.dcgm.field_id <= FI_LAST_PROFILING
 
 
 def is_call(spec: MetricSpec) -> bool:

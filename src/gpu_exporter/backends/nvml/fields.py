@@ -17,14 +17,13 @@ from typing import TypeAlias
 import pynvml
 
 from gpu_exporter.backends.nvml.field_memory import decoded
-from gpu_exporter.backends.nvml.readers import Handle
+from gpu_exporter.backends.nvml.readers import FIELD_ONLY, Handle
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
 # Device-level sources → field id. Units are the call's: mW, mJ, ns, counts, 0/1.
 DEVICE_FIELDS: dict[tuple[str, str], int] = {
-    ("nvmlDeviceGetFieldValues", "memory_temperature"): pynvml.NVML_FI_DEV_MEMORY_TEMP,
-    ("nvmlDeviceGetFieldValues", "power_instant"): pynvml.NVML_FI_DEV_POWER_INSTANT,
+    **{("nvmlDeviceGetFieldValues", selector): field_id for selector, field_id in FIELD_ONLY.items()},
     # nvmlDeviceGetPowerUsage is the 1 s average on Ampere (except GA100) and newer; elsewhere the
     # field answers NOT_SUPPORTED and the call (instantaneous there) is used instead.
     ("nvmlDeviceGetPowerUsage", ""): pynvml.NVML_FI_DEV_POWER_AVERAGE,

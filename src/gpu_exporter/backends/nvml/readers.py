@@ -25,6 +25,30 @@ _APP_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
 _PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}
 # Values NVML offers only as fields (no call of their own): °C, mW.
 _FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP, "power_instant": pynvml.NVML_FI_DEV_POWER_INSTANT}
+# More field-only values: HW slowdown times (ns), PCIe correctable errors (count), the recovery action
+# (nvmlDeviceGpuRecoveryAction_t), power smoothing settings (W, percent, mW/s, ms; the per-profile ones
+# with scopeId 0, i.e. preset profile 0, as DCGM reads them).
+_FIELD_IDS.update(
+    {
+        "hw_thermal_slowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN,
+        "hw_power_brake_slowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
+        "pcie_correctable_errors": pynvml.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS,
+        "recovery_action": pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+        **{
+            f"power_smoothing_{name.lower()}": getattr(pynvml, f"NVML_FI_PWR_SMOOTHING_{name}")
+            for name in (
+                "ENABLED", "PRIV_LVL", "IMM_RAMP_DOWN_ENABLED", "APPLIED_TMP_CEIL", "APPLIED_TMP_FLOOR",
+                "MAX_PERCENT_TMP_FLOOR_SETTING", "MIN_PERCENT_TMP_FLOOR_SETTING",
+                "HW_CIRCUITRY_PERCENT_LIFETIME_REMAINING", "MAX_NUM_PRESET_PROFILES", "PROFILE_PERCENT_TMP_FLOOR",
+                "PROFILE_RAMP_UP_RATE", "PROFILE_RAMP_DOWN_RATE", "PROFILE_RAMP_DOWN_HYST_VAL",
+                "ACTIVE_PRESET_PROFILE", "ADMIN_OVERRIDE_PERCENT_TMP_FLOOR", "ADMIN_OVERRIDE_RAMP_UP_RATE",
+                "ADMIN_OVERRIDE_RAMP_DOWN_RATE", "ADMIN_OVERRIDE_RAMP_DOWN_HYST_VAL",
+            )
+        },
+    }
+)  # fmt: skip
+#: Field-only values, by selector of the ``nvmlDeviceGetFieldValues`` source (also read in the batch).
+FIELD_ONLY: dict[str, int] = _FIELD_IDS
 # Per-link field values (scopeId = link): cumulative KiB since the driver loaded.
 _LINK_FIELD_IDS = {
     "nvlink_tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,

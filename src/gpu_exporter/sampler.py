@@ -344,7 +344,7 @@ class Sampler:
             self._invalid[name] = self._invalid.get(name, 0) + count
         by_uid = {entity.uid: values for entity, values in converted.values.items()}
         everything = result.cycle == state.everything_in
-        due = [key for key in self._plan.slow if everything or self._plan.due(key, result.cycle)]
+        due = self._plan.slow_due(result.cycle, everything)
         for entity, values in converted.values.items():
             for key in due:  # due in that read: take its value, or its absence
                 if key in values:

@@ -27,6 +27,8 @@ class Plan:
         # Due rows by (root, which cadences are due): every read of a cycle, and every cycle of the same
         # pattern, gets the same tuple, so a backend can keep what it derives from one (by identity).
         self._due: dict[tuple[str, tuple[bool, ...] | None], tuple[MetricSpec, ...]] = {}
+        self._slow_everys = sorted(set(self.slow.values()))
+        self._slow_due: dict[tuple[bool, ...] | None, tuple[str, ...]] = {}
 
     def wants(self, root: str) -> bool:
         """True when any row is read from roots of this kind (``gpu`` or ``fabric``)."""
@@ -41,6 +43,16 @@ class Plan:
                 spec for spec in self._by_root[root] if everything or cycle % spec.every == 0
             )
         return Request(cycle, due, asks)
+
+    def slow_due(self, cycle: int, everything: bool = False) -> tuple[str, ...]:
+        """The slow-cadence row keys asked for in ``cycle`` (all of them in a root's first read)."""
+        pattern = None if everything else tuple(cycle % every == 0 for every in self._slow_everys)
+        due = self._slow_due.get(pattern)
+        if due is None:
+            due = self._slow_due[pattern] = tuple(
+                key for key, every in self.slow.items() if everything or cycle % every == 0
+            )
+        return due
 
     def due(self, key: str, cycle: int) -> bool:
         """Whether the row ``key`` was asked for in ``cycle``."""

@@ -165,19 +165,23 @@ class NvmlBackend:
         reading = RawReading()
         gpu_rows, link_rows, mig_rows, process_rows = self._split(request.specs)
         gpu = model.gpu(device.index, device.uuid)
-        links = [
-            (link, model.nvlink(device.index, device.uuid, link)) for link in (device.nvlinks if link_rows else ())
-        ]
+        asks = request.asks
+        # The rows asked of each entity (the unsupported memo consulted once per pair and read).
+        gpu_asked = [row for row in gpu_rows if asks(gpu.uid, row.key)]
+        links = []
+        for link in device.nvlinks if link_rows else ():
+            entity = model.nvlink(device.index, device.uuid, link)
+            links.append((link, entity, [row for row in link_rows if asks(entity.uid, row.key)]))
         # One field-value call for the GPU and all its NVLinks.
-        wanted = self._wanted(gpu, gpu_rows, request)
-        for link, entity in links:
-            wanted += self._wanted(entity, link_rows, request, link)
+        wanted = self._wanted(gpu, gpu_asked)
+        for link, entity, asked in links:
+            wanted += self._wanted(entity, asked, link)
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
         compute = _once(self._processes.compute_processes)
-        self._read_into(reading, gpu, handle, gpu_rows, request, batch, compute=compute)
-        for link, entity in links:
-            self._read_into(reading, entity, handle, link_rows, request, batch, link)
+        self._read_into(reading, gpu, handle, gpu_asked, batch, compute=compute)
+        for link, entity, asked in links:
+            self._read_into(reading, entity, handle, asked, batch, link)
         instances = {}
         for slot, mig in enumerate(device.migs):
             entity = model.mig(
@@ -186,8 +190,9 @@ class NvmlBackend:
             instances[(mig.gpu_instance, mig.compute_instance)] = entity
             mig_handle = self._mig_handles.get((device.uuid, slot))
             if mig_handle is not None:
-                mig_batch = self._batch(reading, entity, mig_handle, self._wanted(entity, mig_rows, request))
-                self._read_into(reading, entity, mig_handle, mig_rows, request, mig_batch)
+                asked = [row for row in mig_rows if asks(entity.uid, row.key)]
+                mig_batch = self._batch(reading, entity, mig_handle, self._wanted(entity, asked))
+                self._read_into(reading, entity, mig_handle, asked, mig_batch)
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
@@ -207,20 +212,18 @@ class NvmlBackend:
             known = self._splits[id(specs)] = (specs, split)
         return known[1]
 
-    def _wanted(self, entity: Entity, rows: Sequence[Row], request: Request, link: int | None = None) -> list[Wanted]:
-        """The rows of ``entity`` this read asks for, as candidates for the field-value call (each
-        (entity, row, link) item made once and reused: the same every read)."""
-        uid = entity.uid
-        asks, made = request.asks, self._wanted_items
+    def _wanted(self, entity: Entity, rows: Sequence[Row], link: int | None = None) -> list[Wanted]:
+        """The rows asked of ``entity`` as candidates for the field-value call (each (entity, row,
+        link) item made once and reused: the same every read)."""
+        made = self._wanted_items
         wanted = []
         for spec, row, source in rows:
-            if asks(uid, row):
-                item = made.get((entity, row, link))
-                if item is None:
-                    if len(made) >= _WANTED_ITEMS_MAX:
-                        made.clear()
-                    item = made[(entity, row, link)] = Wanted.of(entity, spec, row, source, link)
-                wanted.append(item)
+            item = made.get((entity, row, link))
+            if item is None:
+                if len(made) >= _WANTED_ITEMS_MAX:
+                    made.clear()
+                item = made[(entity, row, link)] = Wanted.of(entity, spec, row, source, link)
+            wanted.append(item)
         return wanted
 
     def _batch(
@@ -244,20 +247,16 @@ class NvmlBackend:
         entity: Entity,
         handle: Handle,
         rows: Sequence[Row],
-        request: Request,
         batch: dict[tuple[str, str], Outcome],
         link: int | None = None,
         compute: Callable[[Handle], Any] | None = None,
     ) -> None:
-        """Read ``rows`` of one handle (of one of its NVLinks when ``link`` is given) for ``entity``;
-        values in ``batch`` came with the handle's field-value call."""
+        """Read the asked ``rows`` of one handle (of one of its NVLinks when ``link`` is given) for
+        ``entity``; values in ``batch`` came with the handle's field-value call."""
         structs: dict[str, Raw | Exception] = {}
         out = reading.raw.setdefault(entity, {})
         uid = entity.uid
-        asks = request.asks
         for spec, row, source in rows:
-            if not asks(uid, row):
-                continue
             key = (uid, row)
             outcome = batch.get(key)
             if type(outcome) is float:  # came with the field-value call (its time counted there)

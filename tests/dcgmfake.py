@@ -533,6 +533,8 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         fields[59] = int64(int(own.get("pci.subsystem_id", "0"), 0))
         if "platform.chassis_serial" in own:  # nvmlDeviceGetPlatformInfo: the serial (up to 15 bytes), 0 defaults
             fields[572] = string(own["platform.chassis_serial"][:15])
+            # 571: DCGM prints the ibGuid's first 8 bytes as a little-endian number, 0x%016llx (zeros too)
+            fields[571] = string(f"0x{int(own.get('platform.ib_guid', '0'), 0) & (2**64 - 1):016x}")
             for number, key in zip(range(573, 578), ("slot", "tray", "host_id", "peer_type", "module_id"), strict=True):
                 fields[number] = int64(int(own.get(f"platform.{key}", "0"), 0) & 0xFF)
         if "compute_capability.major" in own and "compute_capability.minor" in own:

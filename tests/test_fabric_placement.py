@@ -77,3 +77,24 @@ def test_auto_boost_setting(fakenvml_dir: Path, tmp_path: Path) -> None:
     assert value(native, "gpu_auto_boost_enabled", gpu="0") == 1
     boost = {gpu: value(dcgm, "DCGM_FI_DEV_AUTOBOOST", gpu=gpu) for gpu in "0123"}
     assert boost == {"0": None, "1": None, "2": None, "3": 0.0}  # NOT_SUPPORTED: no sample
+
+
+def test_infiniband_guid_label(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """DCGM 571 as DCGM prints nvmlDeviceGetPlatformInfo's ibGuid: 0x and the first 8 bytes as a
+    little-endian number; an all-zero GUID (GPU 1) and no platform info (GPUs 2, 3) give an empty one."""
+    csv = tmp_path / "guid.csv"
+    csv.write_text(
+        "DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID, label, InfiniBand GUID.\n"
+        "DCGM_FI_DEV_PLATFORM_MODULE_ID, gauge, Module.\n"
+        "DCGM_FI_DEV_GPU_TEMP, gauge, Temperature.\n"
+    )
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "--collect-interval", "1h")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    guids = {
+        dict(labels)["gpu"]: dict(labels).get("DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID")
+        for labels in parsed["DCGM_FI_DEV_GPU_TEMP"]
+    }
+    assert guids == {"0": "0x0c42a103001a2b00", "1": "", "2": "", "3": ""}  # an empty label is no label

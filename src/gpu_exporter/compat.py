@@ -69,6 +69,7 @@ LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
     80: lambda _host, dev: dev.inforom_ecc_version,
     81: lambda _host, dev: dev.inforom_power_version,
     82: lambda _host, dev: dev.inforom_image_version,
+    571: lambda _host, dev: dev.infiniband_guid,
     572: lambda _host, dev: dev.chassis_serial,
 }
 LABEL_FIELDS.update({number: decimal_label(value) for number, value in IDENTITY_VALUES.items()})

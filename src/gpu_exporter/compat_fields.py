@@ -243,7 +243,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (450, 450, "DCGM's NVLink error health flag: not read yet"),
     (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
     (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
-    (571, 577, "the platform's InfiniBand GUID (571): not read yet (its text form in DCGM is not confirmed here)"),
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),

@@ -41,7 +41,7 @@
 
 
 /* platform.c: where a GPU sits in an NVLink-switch system: its fabric registration (cluster, clique,
- * state, health) and its platform placement (chassis, slot, tray, host, module). Each comes from
+ * state, health) and its platform placement (chassis, slot, tray, host, module, IB GUID). Each comes from
  * gpuN.fabric.* and gpuN.platform.* keys of the scenario; without gpuN.fabric.state (resp.
  * gpuN.platform.chassis_serial) the call is NOT_SUPPORTED, the other keys default to 0. */
 #include "fakenvml.h"
@@ -85,6 +85,10 @@ nvmlReturn_t DECLDIR nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatform
     if (serial == NULL)
         return NVML_ERROR_NOT_SUPPORTED;
     memset(platformInfo->ibGuid, 0, sizeof platformInfo->ibGuid);
+    /* platform.ib_guid: the first 8 bytes, little-endian (Blackwell's 8-byte GUID; the rest stay 0). */
+    unsigned long long guid = key_or_zero(&c, "platform.ib_guid");
+    for (size_t i = 0; i < 8; i++)
+        platformInfo->ibGuid[i] = (unsigned char)(guid >> (8 * i));
     memset(platformInfo->chassisSerialNumber, 0, sizeof platformInfo->chassisSerialNumber);
     size_t length = strlen(serial);
     if (length > sizeof platformInfo->chassisSerialNumber - 1)

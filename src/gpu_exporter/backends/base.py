@@ -74,6 +74,10 @@ class DeviceIdentity:
     #: chassis serial number, and (slot, tray, host id, peer type, module id); empty/None where not reported.
     chassis_serial: str = ""
     placement: tuple[int, int, int, int, int] | None = None
+    #: The platform's InfiniBand GUID (nvmlDeviceGetPlatformInfo ibGuid, DCGM 571) as DCGM prints it:
+    #: ``0x`` and 16 hex digits of its first 8 bytes read as a little-endian number; empty where not
+    #: reported (no platform info, or an all-zero GUID).
+    infiniband_guid: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 registration, ``nvmlDeviceGetGpuFabricInfoV`` (v2 or v3 struct), from ``gpuN.fabric.state``,
 ``.status``, ``.clique_id``, ``.health_mask``, ``.health_summary``; and its placement,
 ``nvmlDeviceGetPlatformInfo`` (v2 struct), from ``gpuN.platform.chassis_serial``, ``.slot``,
-``.tray``, ``.host_id``, ``.peer_type``, ``.module_id``. Without ``fabric.state`` (resp.
+``.tray``, ``.host_id``, ``.peer_type``, ``.module_id``, ``.ib_guid``. Without ``fabric.state`` (resp.
 ``platform.chassis_serial``) the call is ``NOT_SUPPORTED``; the other keys default to 0."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 from gpu_exporter.simulate import abi, errors
@@ -54,7 +55,10 @@ def placement(c: Call, out: Any) -> int:
     serial = c.text("platform.chassis_serial")
     if serial is None:
         return errors.NOT_SUPPORTED
-    info.ibGuid = b""
+    # platform.ib_guid: the first 8 bytes, little-endian (the rest 0); written to memory, as the
+    # c_char array member would stop at a zero byte
+    guid = (_zero(c, "platform.ib_guid") & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little") + bytes(8)
+    ctypes.memmove(ctypes.addressof(info) + type(info).ibGuid.offset, guid, 16)
     info.chassisSerialNumber = serial.encode("ascii", "replace")[:_SERIAL_BYTES]
     for field, key in (
         ("slotNumber", "platform.slot"),

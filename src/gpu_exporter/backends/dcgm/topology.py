@@ -23,6 +23,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_COMPUTE_CAPABILITY,
     FI_CUDA_DRIVER_VERSION,
     FI_DRIVER_VERSION,
+    FI_INFINIBAND_GUID,
     FI_INFOROM_ECC,
     FI_INFOROM_IMAGE,
     FI_INFOROM_OEM,
@@ -108,6 +109,15 @@ def _integer(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _guid(value: str) -> str:
+    """DCGM 571 as the NVML backend gives it: DCGM's text, "" for an all-zero GUID (nothing reported)."""
+    try:
+        zero = int(value, 16) == 0
+    except ValueError:  # not a hex number: DCGM's text as it is
+        zero = not value
+    return "" if zero else value
+
+
 def _placement(values: list[object]) -> tuple[int, int, int, int, int] | None:
     """DCGM 573-577 (slot, tray, host id, peer type, module id); None unless all five are integers."""
     numbers = [value for value in values if isinstance(value, int)]
@@ -176,6 +186,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 compute_capability=_capability(own.get(FI_COMPUTE_CAPABILITY)),
                 chassis_serial=text(own.get(FI_CHASSIS_SERIAL)),
                 placement=_placement([own.get(number) for number in FI_PLACEMENT]),
+                infiniband_guid=_guid(text(own.get(FI_INFINIBAND_GUID))),
             )
         )
         topology.gpus[uuid] = gpu.id

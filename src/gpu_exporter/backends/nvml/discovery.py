@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from ctypes import byref
+from ctypes import addressof, byref, string_at
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,7 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         compute_capability=(int(capability[0]), int(capability[1])) if capability is not None else None,
         chassis_serial=text(platform.chassisSerialNumber) if platform is not None else "",
         placement=_placement(platform) if platform is not None else None,
+        infiniband_guid=_infiniband_guid(platform) if platform is not None else "",
     )
 
 
@@ -173,6 +174,15 @@ def _byte(value: object) -> int:
     if isinstance(value, bytes | str):
         return ord(value[:1]) if value else 0
     return int(value) if isinstance(value, int) else 0
+
+
+def _infiniband_guid(info: Any) -> str:
+    """DCGM 571 from ``ibGuid`` (16 bytes; 8 used on Blackwell): its first 8 bytes as DCGM prints them,
+    ``0x%016llx`` of a little-endian uint64; "" when all zero (nothing reported). Read from the struct's
+    memory: pynvml declares the member ``c_char * 16``, which stops at the first zero byte."""
+    raw = string_at(addressof(info) + type(info).ibGuid.offset, 8)
+    guid = int.from_bytes(raw, "little")
+    return f"0x{guid:016x}" if guid else ""
 
 
 def _placement(info: Any) -> tuple[int, int, int, int, int]:

@@ -537,6 +537,8 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             fields[571] = string(f"0x{int(own.get('platform.ib_guid', '0'), 0) & (2**64 - 1):016x}")
             for number, key in zip(range(573, 578), ("slot", "tray", "host_id", "peer_type", "module_id"), strict=True):
                 fields[number] = int64(int(own.get(f"platform.{key}", "0"), 0) & 0xFF)
+        # 94: DCGM's cached nvmlGpmQueryDeviceSupport answer, 0 when NVML says not supported
+        fields[94] = int64(int(int(own.get("gpm_supported", "0"), 0) != 0))
         if "compute_capability.major" in own and "compute_capability.minor" in own:
             fields[63] = int64(int(own["compute_capability.major"]) << 16 | int(own["compute_capability.minor"]))
         peers = {

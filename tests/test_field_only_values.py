@@ -73,3 +73,17 @@ def test_dcgm_exporter_names_in_dcgm_types(fakenvml_dir: Path, tmp_path: Path) -
     assert 'DCGM_FI_DEV_PWR_SMOOTHING_PROFILE_RAMP_DOWN_HYST_VAL{gpu="0"' in exposition
     # INT64 fields print as whole numbers, doubles keep their fraction.
     assert any(line.endswith(" 2500") for line in exposition.splitlines() if "HYST_VAL{" in line)
+
+
+def test_gpm_support_flag(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """DCGM 94 from nvmlGpmQueryDeviceSupport, read once at discovery: 1 on GPU 0, 0 where NVML
+    answers isSupportedDevice 0 (GPU 3) and where it answers NOT_SUPPORTED (GPUs 1, 2), as DCGM."""
+    csv = tmp_path / "gpm.csv"
+    csv.write_text("DCGM_FI_DEV_GPM_SUPPORT, gauge, GPM support.\n")
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "--collect-interval", "1h")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    support = {gpu: value(parsed, "DCGM_FI_DEV_GPM_SUPPORT", gpu=gpu) for gpu in "0123"}
+    assert support == {"0": 1.0, "1": 0.0, "2": 0.0, "3": 0.0}

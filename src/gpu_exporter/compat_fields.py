@@ -119,6 +119,7 @@ IDENTITY_SOURCES: dict[int, str] = {
     59: "NVML nvmlDeviceGetPciInfo pciSubSystemId",
     63: "NVML nvmlDeviceGetCudaComputeCapability, major << 16 \\| minor",
     64: "P2P status over NVLink towards each GPU (NVML nvmlDeviceGetP2PStatus): bit g set when OK",
+    94: "NVML nvmlGpmQueryDeviceSupport isSupportedDevice: 1 or 0 (0 also where NVML says not supported)",
     **{
         number: f"NVML nvmlDeviceGetPlatformInfo {member}"
         for number, member in zip(
@@ -132,6 +133,7 @@ IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM f
     59: lambda dev: dev.pci_subsystem_id,
     63: _capability,
     64: _p2p_bitmap,
+    94: lambda dev: None if dev.gpm_supported is None else int(dev.gpm_supported),
     **{number: _placement(number - 573) for number in range(573, 578)},
 }
 
@@ -231,7 +233,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "records: not per-GPU samples, or not read yet"),
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
-    (94, 94, "GPM support flag: not read yet"),
     (120, 130, "the supported-clocks list (130): a record of clock pairs, not a number"),
     (165, 175, "power profile masks (165-167): DCGM types them as binary blobs (arrays of 32-bit masks, "
      "NVML's nvmlMask255_t), not numbers, so dcgm-exporter cannot export them either; the fabric error code "

@@ -101,6 +101,20 @@ nvmlReturn_t DECLDIR nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int
     return NVML_SUCCESS;
 }
 
+/* gpuN.gpm_supported (0/1): isSupportedDevice of nvmlGpmSupport_t version 1; absent: NOT_SUPPORTED. */
+nvmlReturn_t DECLDIR nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(gpmSupport != NULL);
+    if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned long long v;
+    if (!fake_dev_u64(&c, &v, "gpm_supported"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    gpmSupport->isSupportedDevice = v != 0;
+    return NVML_SUCCESS;
+}
+
 /* gpuN.p2p.M.nvlink: the nvmlGpuP2PStatus_t of GPU N towards GPU M for NVML_P2P_CAPS_INDEX_NVLINK;
  * the other capability indexes are NOT_SUPPORTED. The faults of GPU N apply. */
 nvmlReturn_t DECLDIR nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,

@@ -78,6 +78,9 @@ class DeviceIdentity:
     #: ``0x`` and 16 hex digits of its first 8 bytes read as a little-endian number; empty where not
     #: reported (no platform info, or an all-zero GUID).
     infiniband_guid: str = ""
+    #: Whether the GPU supports GPM (GPU performance monitoring) metrics: nvmlGpmQueryDeviceSupport's
+    #: isSupportedDevice, DCGM 94; NVML's "not supported" (or no such function) means no; None unread.
+    gpm_supported: bool | None = None
 
 
 @dataclass(frozen=True)

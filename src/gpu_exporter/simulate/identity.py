@@ -1,5 +1,5 @@
 """Identity entry points read once at discovery beyond names and bus ids: brand, inforom versions,
-CUDA compute capability, and the P2P status between two GPUs (as the test fake's ``identity.c``).
+CUDA compute capability, GPM support, and the P2P status between two GPUs (as the test fake's ``identity.c``).
 Each reads one ``gpuN.<key>``; an absent key is ``NOT_SUPPORTED``."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from gpu_exporter.simulate.call import Call, device
 
 _INFOROM_KEYS = {0: "inforom.oem", 1: "inforom.ecc", 2: "inforom.power"}  # NVML_INFOROM_OEM, _ECC, _POWER
 _P2P_CAPS_INDEX_NVLINK = 2
+_GPM_SUPPORT_VERSION = 1  # NVML_GPM_SUPPORT_VERSION
 
 
 def _string(c: Call, key: str, buf: Any, length: Any) -> int:
@@ -40,6 +41,21 @@ def inforom_image(c: Call, buf: Any, length: Any) -> int:
 def compute_capability(c: Call, major: Any, minor: Any) -> int:
     """``gpuN.compute_capability.major`` and ``.minor`` (both needed)."""
     return c.out_pair(major, "compute_capability.major", minor, "compute_capability.minor")
+
+
+@device("nvmlGpmQueryDeviceSupport")
+def gpm_support(c: Call, out: Any) -> int:
+    """``gpuN.gpm_supported`` (0/1): isSupportedDevice of a version-1 ``nvmlGpmSupport_t``."""
+    support = abi.target(out)
+    if support is None:
+        return errors.INVALID_ARGUMENT
+    if support.version != _GPM_SUPPORT_VERSION:
+        return errors.ARGUMENT_VERSION_MISMATCH
+    value = c.u64("gpm_supported")
+    if value is None:
+        return errors.NOT_SUPPORTED
+    support.isSupportedDevice = int(value != 0)
+    return errors.SUCCESS
 
 
 @device("nvmlDeviceGetP2PStatus")

@@ -23,6 +23,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_COMPUTE_CAPABILITY,
     FI_CUDA_DRIVER_VERSION,
     FI_DRIVER_VERSION,
+    FI_GPM_SUPPORT,
     FI_INFINIBAND_GUID,
     FI_INFOROM_ECC,
     FI_INFOROM_IMAGE,
@@ -187,6 +188,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 chassis_serial=text(own.get(FI_CHASSIS_SERIAL)),
                 placement=_placement([own.get(number) for number in FI_PLACEMENT]),
                 infiniband_guid=_guid(text(own.get(FI_INFINIBAND_GUID))),
+                gpm_supported=None if _integer(own.get(FI_GPM_SUPPORT)) is None else own.get(FI_GPM_SUPPORT) != 0,
             )
         )
         topology.gpus[uuid] = gpu.id

@@ -158,7 +158,20 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         chassis_serial=text(platform.chassisSerialNumber) if platform is not None else "",
         placement=_placement(platform) if platform is not None else None,
         infiniband_guid=_infiniband_guid(platform) if platform is not None else "",
+        gpm_supported=_gpm_supported(handle),
     )
+
+
+def _gpm_supported(handle: Handle) -> bool | None:
+    """``nvmlGpmQueryDeviceSupport``'s isSupportedDevice (DCGM 94, which DCGM reads once as well).
+    NOT_SUPPORTED, or a driver without the function, answers the question: no GPM. Any other error:
+    unknown (None)."""
+    try:
+        return bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+    except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
+        return False
+    except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+        return None
 
 
 def _platform(handle: Handle) -> Any:

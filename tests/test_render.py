@@ -103,3 +103,41 @@ def test_a_renderer_without_openmetrics_answers_text() -> None:
         "text/plain; version=0.0.4; charset=utf-8",
         True,
     )
+
+
+def test_a_scrape_during_an_encoding_gets_the_previous_snapshot_at_once(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Scrapes that arrive while another encodes the newest snapshot are answered with the previous
+    snapshot's bytes (at most one interval older), never older, and every scrape succeeds."""
+    interval = 0.3
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", f"{interval}s",
+                     "--log.level", "debug", wait_for="/readyz")  # fmt: skip
+    ages: list[float] = []
+    failures: list[object] = []
+    try:
+        stop = time.monotonic() + 4.0
+
+        def scrape() -> None:
+            with httpx.Client(timeout=10) as client:
+                while time.monotonic() < stop:
+                    response = client.get(exporter.url + "/metrics")
+                    received = time.time()
+                    if response.status_code != 200:
+                        failures.append(response.status_code)
+                        continue
+                    found = re.search(rb"^gpu_exporter_last_sample_timestamp_seconds (\S+)$", response.content, re.M)
+                    assert found is not None
+                    ages.append(received - float(found.group(1)))
+
+        threads = [threading.Thread(target=scrape) for _ in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        previous = exporter.log().count("with the previous snapshot's bytes while this one is encoded")
+    finally:
+        exporter.stop()
+    assert not failures and len(ages) > 100
+    assert previous >= 1  # some scrapes did not wait for an encoding
+    # A body is of the newest snapshot or the one before it: its sample is at most two intervals old
+    # (one for the previous snapshot, one for the cycle that made the newest), plus scheduling slack.
+    assert max(ages) < 2 * interval + 0.5, sorted(ages)[-5:]

@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 BackendFactory = Callable[[Settings], tuple[Backend, str]]
 
 
+#: A scrape that finds the newest snapshot being encoded by another is answered with the previous
+#: snapshot's bytes when they are at most this many intervals older (else it waits for the encoding).
+PREVIOUS_SNAPSHOT_INTERVALS = 1.5
+
+
 def create_app(
     settings: Settings, backend_factory: BackendFactory = select, compat: Sequence[Counter] | None = None
 ) -> Starlette:
@@ -90,19 +95,41 @@ def create_app(
             await anyio.to_thread.run_sync(attributor.stop)
 
     encoders: dict[str, anyio.CapacityLimiter] = {}
+    # Per format (name, gzipped): the newest snapshot's bytes made so far, with its taken_at; and the
+    # (snapshot, format) pairs being encoded now.
+    encoded: dict[tuple[str, bool], tuple[float, bytes, str]] = {}
+    encoding: set[tuple[int, str, bool]] = set()
 
     async def metrics(request: Request) -> Response:
         name, gzipped = negotiate(request.headers.get("accept", ""), request.headers.get("accept-encoding", ""))
-        rendered = sampler().snapshot.rendered
+        snapshot = sampler().snapshot
+        rendered = snapshot.rendered
+        last = encoded.get((name, gzipped))
         if is_ready(rendered, name, gzipped):
             body, content_type = pick(rendered, name, gzipped)
+        elif (
+            (id(rendered), name, gzipped) in encoding
+            and last is not None
+            and snapshot.taken_at - last[0] <= PREVIOUS_SNAPSHOT_INTERVALS * settings.collect_interval
+        ):
+            # Another scrape is encoding this snapshot: the previous one's bytes (one interval older)
+            # answer now instead of waiting for it, so a scrape never queues behind an encoding.
+            _taken_at, body, content_type = last
+            log.debug("answered %s with the previous snapshot's bytes while this one is encoded", name)
         else:  # the first scrape of this snapshot in this format encodes it, off the event loop; one
             # thread at a time (encoding holds the GIL anyway): concurrent scrapes queue on the loop and
             # find the bytes made, instead of each parking a pool thread on the snapshot's lock
             limiter = encoders.get("limiter")
             if limiter is None:
                 limiter = encoders["limiter"] = anyio.CapacityLimiter(1)
-            body, content_type = await anyio.to_thread.run_sync(pick, rendered, name, gzipped, limiter=limiter)
+            key = (id(rendered), name, gzipped)
+            encoding.add(key)
+            try:
+                body, content_type = await anyio.to_thread.run_sync(pick, rendered, name, gzipped, limiter=limiter)
+            finally:
+                encoding.discard(key)
+            if last is None or last[0] < snapshot.taken_at:
+                encoded[(name, gzipped)] = (snapshot.taken_at, body, content_type)
         headers = {"Vary": "Accept, Accept-Encoding"}
         if gzipped:
             headers["Content-Encoding"] = "gzip"

@@ -255,7 +255,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
     (1507, 1507, "unrepairable-memory flag: NVML has it only as nvmlDeviceGetUnrepairableMemoryFlag_v1, which "
-     "nvidia-ml-py does not bind: not read yet"),
+     "nvidia-ml-py does not bind, and whose struct differs between NVML's nvml.h (bUnrepairableMemory alone) and "
+     "the one DCGM builds with (a version member first): not read until the layout is settled"),
     (1509, 1509, "NVLink port transmit-wait counter: per link, DCGM reads it with nvmlDeviceReadPRMCounters_v1 "
      "(a port register), not a GPU field: not read yet"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),

@@ -390,6 +390,14 @@ SCENARIO_FIELDS: dict[str, int] = {
     "fabric.clique_id": 173,
     "fabric.health_mask": 174,
     "fabric.health_summary": 175,
+    # The GPU's C2C link: DCGM asks NVML's fields 170-172, 231-234 with scopeId 0 (INT64, MB/s).
+    "c2c.link_count": 285,
+    "c2c.status": 286,
+    "c2c.max_bandwidth": 287,
+    "c2c.crc_errors": 1400,
+    "c2c.replay_errors": 1401,
+    "c2c.replay_b2b_errors": 1402,
+    "c2c.power_state": 1403,
 }
 # ECC errors by location: DCGM's SBE field of the volatile and the aggregate counter (DBE: the next id).
 SCENARIO_FIELDS.update(
@@ -559,6 +567,9 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             ):
                 if f"nvlink.{link}.{scenario_key}" in own:
                     fields[NVLINK_FIELDS[kind][link]] = int64(int(own[f"nvlink.{link}.{scenario_key}"]))
+        ecc = [int(v) for k, v in own.items() if k.startswith("nvlink.") and k.endswith(".ecc_errors")]
+        if ecc:  # DCGM 1220: NVML's NVLink data ECC total over the links (field 160)
+            fields[1220] = int64(sum(ecc))
         mig_mode = int(own.get("mig.mode", "0"))
         fields[67] = int64(mig_mode)
         fake.add_gpu(gpu, fields, profiling)

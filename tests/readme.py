@@ -110,7 +110,7 @@ def dcgm_exporter_flag_table() -> str:
 def dcgm_exporter_field_list() -> str:
     """Every DCGM field served in dcgm-exporter mode (from the catalogue and the composed fields), then
     the rest of DCGM's device fields by id range with why they are not."""
-    from gpu_exporter.catalogue import METRICS
+    from gpu_exporter.catalogue import BY_KEY, METRICS
     from gpu_exporter.compat import LABEL_FIELDS
     from gpu_exporter.compat_fields import (
         BANDWIDTH_FIELDS,
@@ -118,6 +118,8 @@ def dcgm_exporter_field_list() -> str:
         COMPOSED,
         DOUBLE_IDS,
         IDENTITY_SOURCES,
+        LINK_BANDWIDTH,
+        LINK_ENTITY_FIELDS,
         NOT_SERVED,
     )
     from gpu_exporter.dcgm_fields import FIELD_IDS
@@ -128,8 +130,14 @@ def dcgm_exporter_field_list() -> str:
             backends = "/".join(name.upper() for name in ("nvml", "dcgm") if spec.source(name) is not None)
             served[FIELD_IDS[spec.compat_name]] = (spec.compat_name, f"`{spec.key}`", backends)
     names = {number: name for name, number in reversed(FIELD_IDS.items())}
-    for number, composed in COMPOSED.items():
-        served.setdefault(number, (names[number], composed.describe, "NVML/DCGM"))
+    for number, composed in COMPOSED.items():  # the backends that read every part
+        parts = [BY_KEY[key] for key in composed.keys]
+        backends = "/".join(name.upper() for name in ("nvml", "dcgm") if all(p.source(name) for p in parts))
+        served.setdefault(number, (names[number], composed.describe, backends))
+    each_link = "of each NVLink that is up (a link entity)"
+    for number, key in LINK_ENTITY_FIELDS.items():
+        served.setdefault(number, (names[number], f"`{key}` {each_link}", "NVML/DCGM"))
+    served.setdefault(LINK_BANDWIDTH, (names[LINK_BANDWIDTH], f"{BANDWIDTH_SOURCE}, {each_link}", "NVML"))
     for number, link in BANDWIDTH_FIELDS.items():
         over = "every link" if link is None else f"link {link}"
         served.setdefault(number, (names[number], f"{BANDWIDTH_SOURCE}, {over}", "NVML"))

@@ -13,6 +13,8 @@ from gpu_exporter.compat_fields import (
     DOUBLE_IDS,
     FB_USED_RATIO,
     IDENTITY_VALUES,
+    LINK_BANDWIDTH,
+    LINK_ENTITY_FIELDS,
     NOT_SERVED,
     fb_used_ratio,
     not_served_reason,
@@ -31,7 +33,8 @@ def _served() -> set[int]:
         | set(BANDWIDTH_FIELDS)
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
-        | {XID_FIELD, FB_USED_RATIO}
+        | set(LINK_ENTITY_FIELDS)
+        | {XID_FIELD, FB_USED_RATIO, LINK_BANDWIDTH}
     )
 
 

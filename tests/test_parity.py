@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpu_exporter.backends.dcgm import DcgmBackend
-from gpu_exporter.catalogue import DEFAULT_COLLECTORS, FIXED, METRICS, enabled_specs
+from gpu_exporter.catalogue import BY_KEY, DEFAULT_COLLECTORS, FIXED, METRICS, enabled_specs, links
 from gpu_exporter.sampler import Sampler
 from tests.dcgmfake import from_scenario, scenario_keys
 from tests.harness import SCENARIOS, VOLATILE, Labels, samples, start
@@ -32,6 +32,8 @@ NVML_ONLY = {
     "gpu_idle_while_allocated_seconds_total",
     "gpu_nvlink_transmit_bytes_total",
     "gpu_nvlink_receive_bytes_total",
+    # NVLink5 port counters: the DCGM backend does not read DCGM's link entities
+    *(spec.name for spec in links.ROWS if spec.dcgm is None),
 }
 UNCOMPARED_LABELS = {"board_part_number"}
 
@@ -124,14 +126,17 @@ def every_field_csv() -> str:
     """A dcgm-exporter counters CSV naming every DCGM field gpu-exporter serves: each catalogue row's
     compat name, each composed field and each label field, under DCGM's first name for the id."""
     from gpu_exporter.compat import LABEL_FIELDS
-    from gpu_exporter.compat_fields import COMPOSED, FB_USED_RATIO, IDENTITY_VALUES
+    from gpu_exporter.compat_fields import COMPOSED, FB_USED_RATIO, IDENTITY_VALUES, LINK_ENTITY_FIELDS
     from gpu_exporter.dcgm_fields import FIELD_IDS
 
     first: dict[int, str] = {}
     for name, number in FIELD_IDS.items():
         first.setdefault(number, name)
     rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name]
-    rows += [f"{first[number]}, gauge, composed {number}" for number in sorted(COMPOSED)]
+    # Composed fields both backends can compose (the NVLink5 counters are NVML's only), and the link entities.
+    both = [n for n in sorted(COMPOSED) if all(BY_KEY[key].dcgm is not None for key in COMPOSED[n].keys)]
+    rows += [f"{first[number]}, gauge, composed {number}" for number in both]
+    rows += [f"{first[number]}, gauge, link entity {number}" for number in sorted(LINK_ENTITY_FIELDS)]
     # Identity (read at discovery) as values and as label fields, and the P2P pseudo-field.
     rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES)]
     rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS)]

@@ -35,10 +35,14 @@ from gpu_exporter.compat_fields import (
     FB_USED_RATIO,
     FB_USED_RATIO_KEYS,
     IDENTITY_VALUES,
+    LINK_BANDWIDTH,
+    LINK_ENTITY_FIELDS,
+    LINK_LABEL_FIELDS,
     P2P_STATUS_NAMES,
     NvlinkBandwidth,
     decimal_label,
     fb_used_ratio,
+    link_entities,
 )
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
@@ -160,6 +164,12 @@ def plan(
                 items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
+        elif number in LINK_ENTITY_FIELDS or number == LINK_BANDWIDTH:  # DCGM link-entity fields
+            wanted = {LINK_ENTITY_FIELDS[number]} if number in LINK_ENTITY_FIELDS else set(BANDWIDTH_KEYS)
+            if wanted | {"gpu_nvlink_up"} <= {spec.key for spec in specs if _supplied(spec, backend)}:
+                items.append(_Item(counter, number))
+            else:
+                reason = f"the per-link rows it is read from are not enabled on the {backend} backend"
         elif number in BANDWIDTH_FIELDS and number not in known:
             if set(BANDWIDTH_KEYS) <= {spec.key for spec in specs if _supplied(spec, backend)}:
                 items.append(_Item(counter, number))
@@ -202,7 +212,10 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     both through the one encoder with their naming profiles."""
 
     unchecked = [True]
-    bandwidth = any(item.field_id in BANDWIDTH_FIELDS and item.spec is None for item in compat.items)
+    bandwidth = any(
+        (item.field_id in BANDWIDTH_FIELDS or item.field_id == LINK_BANDWIDTH) and item.spec is None
+        for item in compat.items
+    )
 
     def render_compat(frame: Frame) -> Rendered:
         if unchecked[0] and any(device.up for device in frame.devices):
@@ -250,6 +263,9 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
         if not device.up:
+            continue
+        if item.field_id in LINK_ENTITY_FIELDS or item.field_id == LINK_BANDWIDTH:  # every GPU's links, as
+            samples += _links(item, compat, frame.host, device)  # dcgm-exporter's link collector (no -d)
             continue
         if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
             samples += _p2p(device.identity, _base(compat, frame.host, device.identity, None))
@@ -301,6 +317,29 @@ def _p2p(device: DeviceIdentity, base: Labels) -> list[tuple[Labels, float]]:
          float(status))
         for peer, status in sorted(device.p2p_nvlink)
     ]  # fmt: skip
+
+
+def _links(item: _Item, compat: CompatPlan, host: HostIdentity, device: DeviceView) -> list[tuple[Labels, float]]:
+    """dcgm-exporter's series of a GPU's NVLinks (DCGM link entities with a GPU parent): ``nvlink``,
+    ``gpu``, ``gpu_uuid``, ``pci_bus_id``, ``device``, ``model_name`` (blanks kept), ``hostname`` (not
+    with ``-n``), then the label fields DCGM serves for any entity; links that are up only. INT64 values."""
+    dev = device.identity
+    labels = [
+        ("gpu", str(dev.index)), ("gpu_uuid", dev.uuid), ("pci_bus_id", dev.pci_bus_id),
+        ("device", f"nvidia{dev.index}"), ("model_name", dev.name),
+    ]  # fmt: skip
+    if not compat.options.no_hostname:
+        labels.append(("hostname", compat.hostname))
+    labels += [(name, LABEL_FIELDS[n](host, dev)) for name, n in compat.label_fields if n in LINK_LABEL_FIELDS]
+    out = []
+    for link, entity in link_entities(device.samples, device.entity):
+        if item.field_id == LINK_BANDWIDTH:
+            value = compat.bandwidth.value(dev.uuid, link)
+        else:
+            value = device.samples[entity].get(LINK_ENTITY_FIELDS[item.field_id])
+        if value is not None:
+            out.append(([("nvlink", str(link)), *labels], float(math.trunc(value))))
+    return out
 
 
 def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS
+from gpu_exporter.catalogue.links import NVLINK5_COUNTERS
 from gpu_exporter.model import Entity
 
 #: Fields DCGM types as doubles (watts, the used-memory ratio, profiling ratios, power smoothing's
@@ -86,6 +87,15 @@ def _composed() -> dict[int, Composed]:
         out[NVLINK_TOTAL_FIELDS[kind]] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
         for link, number in enumerate(ids):
             out[number] = Composed(((key, 1),), f"`{key}` of link {link}", links=True, link=link)
+    # DCGM 498, 499: DCGM asks NVML fields 162 and 161 (DL recovery, DL replay) with scopeId 0, i.e.
+    # link 0's counters, the ones nvmlDeviceGetNvLinkErrorCounter reads (NVML: not on Blackwell and later).
+    for number, kind in ((498, "recovery"), (499, "replay")):
+        key = f"gpu_nvlink_errors_total{{type={kind}}}"
+        out[number] = Composed(((key, 1),), f"`{key}` of link 0 (DCGM asks scopeId 0)", links=True, link=0)
+    # DCGM 1200-1214, 1219, 1404-1419: on NVLink5 DCGM asks NVML for the sum over the links (scopeId UINT_MAX).
+    for name, variant, _selector, number, _text in NVLINK5_COUNTERS:
+        key = name + ("{" + ",".join(f"{label}={value}" for label, value in variant) + "}" if variant else "")
+        out[number] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
     return out
 
 
@@ -220,6 +230,29 @@ class NvlinkBandwidth:
         return None if state is None else state[2]
 
 
+#: DCGM link-entity fields (DCGM_FE_LINK) served per NVLink of a GPU: DCGM reads 1525-1528 with
+#: nvmlDeviceGetNvLinkErrorCounter for the link, i.e. one ``gpu_nvlink_errors_total{type}`` row each.
+LINK_ENTITY_FIELDS: dict[int, str] = {
+    number: f"gpu_nvlink_errors_total{{type={kind}}}"
+    for number, kind in ((1525, "crc_flit"), (1526, "crc_data"), (1527, "replay"), (1528, "recovery"))
+}
+#: DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK: the link's bandwidth, as DCGM's per-link 440-448, 475-480, 494-496.
+LINK_BANDWIDTH = 1529
+#: Label fields DCGM serves for any entity (DCGM_FE_NONE: the driver and NVML versions), so dcgm-exporter's
+#: link collector has them; every other label field is a GPU's, which it does not ask for a link.
+LINK_LABEL_FIELDS = frozenset({1, 2})
+
+
+def link_entities(samples: Mapping[Entity, Mapping[str, float]], gpu: Entity) -> list[tuple[int, Entity]]:
+    """The NVLinks of ``gpu`` that are up (``gpu_nvlink_up`` 1), by link number: dcgm-exporter watches
+    a GPU's links whose DCGM link state is up, and no other."""
+    return sorted(
+        (int(dict(entity.labels)["nvlink"]), entity)
+        for entity, values in samples.items()
+        if entity.kind == "nvlink" and entity.uid.startswith(gpu.uid + "/") and values.get("gpu_nvlink_up") == 1
+    )
+
+
 #: dcgm-exporter's link_status names of nvmlGpuP2PStatus_t 0-6 (DCGM's enum mirrors NVML's).
 P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNotSupported", "DisabledByRegKey",
                     "NotSupported", "Unknown")  # fmt: skip
@@ -239,28 +272,33 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "(171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not served, "
      "gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
-    (285, 287, "Grace Hopper C2C links: not read yet"),
     (346, 363, "DCGM diagnostic results, which NVML does not run"),
-    (450, 450, "DCGM's NVLink error health flag: not read yet"),
-    (497, 499, "DCGM's own NVLink error aggregates: not read yet"),
+    (450, 450, "DCGM never stores a value in it: its event thread subscribes to Xid and MIG events only (NVML "
+     "has no NVLink error event), so dcgm-exporter finds it blank"),
+    (497, 497, "link 0's DL CRC count (NVML field 163, which DCGM asks with scopeId 0): NVML does not say whether "
+     "it counts flit or data CRC errors, which gpu_nvlink_errors_total{type=crc_flit|crc_data} keep apart"),
     (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),
     (1000, 1099, "profiling (DCP) metrics: DCGM's profiling module only (the profiling collector)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
-    (1200, 1220, "NVLink port counters: not read yet"),
+    (1215, 1218, "NVLink5 bit error rates: DCGM's values are NVML's encoded rate (1215, 1217, INT64) and its "
+     "decoded double (1216, 1218) for all links together (scopeId UINT_MAX), not a sum of per-link values: not "
+     "read yet"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
-    (1400, 1419, "C2C link and NVLink FEC history: not read yet"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
     (1507, 1507, "unrepairable-memory flag: NVML has it only as nvmlDeviceGetUnrepairableMemoryFlag_v1, which "
      "nvidia-ml-py does not bind, and whose struct differs between NVML's nvml.h (bUnrepairableMemory alone) and "
      "the one DCGM builds with (a version member first): not read until the layout is settled"),
+    (1508, 1508, "a link entity's NVLink state: DCGM stores NVML field 165's raw state (0 inactive, 1 active, 2 "
+     "sleep, 3 active with traffic disabled), which gpu_nvlink_up (0/1) does not keep: not read yet"),
     (1509, 1509, "NVLink port transmit-wait counter: per link, DCGM reads it with nvmlDeviceReadPRMCounters_v1 "
      "(a port register), not a GPU field: not read yet"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
-    (1500, 1599, "not read yet"),
+    (1530, 1533, "a link entity's TX-only and RX-only bandwidth (1530, 1531: the NVLink bandwidth state keeps RX + "
+     "TX only) and GPM byte counters (1532, 1533: DCGM's GPM module, not read)"),
     (1600, 1612, "DCGM 4.x's base-unit twins of served fields: their DCGM types are not confirmed here"),
 )  # fmt: skip
 

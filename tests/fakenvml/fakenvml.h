@@ -148,6 +148,8 @@ nvmlReturn_t fake_system_prologue(const char *sym, const struct fake_scenario **
 nvmlReturn_t fake_entry_fault(struct fake_call *c, const char *sym);
 /* A field-only value (fields_only.c): true when ``f``'s id is one, with its answer in ``*r``. */
 bool fake_field_only(const struct fake_call *c, nvmlFieldValue_t *f, nvmlReturn_t *r);
+/* An NVLink5 counter, the NVLink ECC total or a C2C field (links.c): true when ``f``'s id is one. */
+bool fake_link_field(const struct fake_call *c, nvmlFieldValue_t *f, nvmlReturn_t *r);
 
 /* Common start of every device-level entry point: trace, init, reload, handle, delay, lost, error. */
 #define DEVICE_PROLOGUE(dev, flags)                                              \

@@ -477,6 +477,8 @@ static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool i
         return NVML_ERROR_INVALID_ARGUMENT;
     if (fake_field_only(c, f, &r))
         return r;
+    if (fake_link_field(c, f, &r))
+        return r;
     for (size_t i = 0; i < sizeof k_call_fields / sizeof k_call_fields[0]; i++) {
         if (k_call_fields[i].id != f->fieldId)
             continue;

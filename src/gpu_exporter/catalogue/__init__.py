@@ -1,7 +1,7 @@
 """The catalogue: one declarative table of every metric gpu-exporter exports.
 
 Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`, :mod:`.modes`, :mod:`.fabric`,
-:mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
+:mod:`.links`, :mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
 the metrics without a vendor source (identity, events, self-metrics) :mod:`.fixed`, the Xid table :mod:`.xids`.
 Backends, the pipeline, the exposition, the README's metric table and the tests all read this
 table; nothing else names a metric.
@@ -9,7 +9,17 @@ table; nothing else names a metric.
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue import allocations, devices, fabric, health, modes, power_smoothing, processes, profiling
+from gpu_exporter.catalogue import (
+    allocations,
+    devices,
+    fabric,
+    health,
+    links,
+    modes,
+    power_smoothing,
+    processes,
+    profiling,
+)
 from gpu_exporter.catalogue.fabric import NVSWITCH_IDENTITY_FIELDS, NVSWITCH_PORT_ERRORS
 from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
@@ -54,8 +64,8 @@ from gpu_exporter.catalogue.xids import PRECREATED_XIDS, XID_CODES, Xid
 
 #: Rows about GPUs and what a GPU's worker reads with them (MIG instances, NVLinks), in table order.
 METRICS: tuple[MetricSpec, ...] = (
-    *devices.ROWS, *power_smoothing.ROWS, *health.ROWS, *modes.ROWS, *fabric.NVLINK_ROWS, *profiling.ROWS,
-    *processes.ROWS, *allocations.ROWS,
+    *devices.ROWS, *power_smoothing.ROWS, *health.ROWS, *modes.ROWS, *fabric.NVLINK_ROWS, *links.ROWS,
+    *profiling.ROWS, *processes.ROWS, *allocations.ROWS,
 )  # fmt: skip
 #: Rows about NVSwitches and their ports (collector ``nvswitch``, DCGM only), read by the fabric worker.
 SWITCH_METRICS: tuple[MetricSpec, ...] = fabric.SWITCH_ROWS

@@ -114,6 +114,7 @@ _FAMILY_FIELDS: dict[str, tuple[int, ...]] = {
     "gpu_ecc_location_errors_total": tuple(range(314, 346)),
     "gpu_remapped_rows_total": (393, 394),
     "gpu_row_remap_banks": tuple(range(385, 390)),
+    "gpu_c2c_link_errors_total": (1400, 1401, 1402),
     "gpu_retired_pages_total": (390, 391),
     "gpu_nvswitch_power_watts": (705, 706, 707),
     "gpu_nvswitch_nvlink_errors_total": (784, 785, 786, 787, 788),

@@ -16,6 +16,7 @@ from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
 from gpu_exporter.simulate.device import ABSURD_TEMPERATURE
 from gpu_exporter.simulate.fields_only import DBL, only_value
+from gpu_exporter.simulate.link_fields import link_value
 
 UINT, ULL = 1, 3  # NVML_VALUE_TYPE_UNSIGNED_INT, _UNSIGNED_LONG_LONG
 
@@ -120,6 +121,9 @@ def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, float]:
     only = only_value(c, field_id, scope)
     if only is not None:
         return only
+    linked = link_value(c, field_id, scope)
+    if linked is not None:
+        return linked
     if field_id in CALL_FIELDS:
         key, symbol, flag, uint = CALL_FIELDS[field_id]
         code = c.entry_fault(symbol)

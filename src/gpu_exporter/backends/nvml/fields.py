@@ -17,6 +17,7 @@ from typing import TypeAlias
 import pynvml
 
 from gpu_exporter.backends.nvml.field_memory import decoded
+from gpu_exporter.backends.nvml.link_fields import NVLINK5_FIELD_IDS
 from gpu_exporter.backends.nvml.readers import FIELD_ONLY, Handle
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
@@ -91,6 +92,7 @@ _SCOPED_LINK_FIELDS: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetFieldValues", "nvlink_tx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
     ("nvmlDeviceGetFieldValues", "nvlink_rx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
     ("nvmlDeviceGetNvLinkState", ""): pynvml.NVML_FI_DEV_NVLINK_GET_STATE,
+    **{("nvmlDeviceGetFieldValues", selector): field_id for selector, field_id in NVLINK5_FIELD_IDS.items()},
 }
 _NVLINK_STATE = {pynvml.NVML_NVLINK_STATE_INACTIVE: 0.0, pynvml.NVML_NVLINK_STATE_ACTIVE: 1.0}
 # Entry answers that mean "this field is no use here": ask the single call, from now on.

@@ -12,6 +12,7 @@ from typing import Any
 
 import pynvml
 
+from gpu_exporter.backends.nvml.link_fields import C2C_FIELD_IDS, NVLINK5_FIELD_IDS
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS
 
 _THRESHOLDS = {
@@ -47,12 +48,14 @@ _FIELD_IDS.update(
         },
     }
 )  # fmt: skip
+_FIELD_IDS.update(C2C_FIELD_IDS)  # the C2C link (scopeId 0) and the NVLink data ECC total
 #: Field-only values, by selector of the ``nvmlDeviceGetFieldValues`` source (also read in the batch).
 FIELD_ONLY: dict[str, int] = _FIELD_IDS
 # Per-link field values (scopeId = link): cumulative KiB since the driver loaded.
 _LINK_FIELD_IDS = {
     "nvlink_tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
     "nvlink_rx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+    **NVLINK5_FIELD_IDS,  # NVLink5 port counters and FEC history bins: counts, bytes
 }
 _LINK_ERRORS = {
     "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,

@@ -1,10 +1,11 @@
-"""Workers: each job on a daemon thread of its own, so a call that hangs stalls only that job.
+"""Workers: each job off the sampler's thread, so a call that hangs stalls only that job.
 
-One worker per GPU reads the GPU and everything under it, one fabric worker reads the NVSwitches,
-and one control worker opens, re-enumerates and closes the backend: no vendor call runs on the
-sampler's thread. The sampler triggers every idle worker once per cycle and waits a bounded time;
-a worker still inside a call is simply not triggered again until it returns, and its last result
-ages.
+One worker per GPU reads the GPU and everything under it (on the read pool's threads, see
+:mod:`gpu_exporter.readpool`), one fabric worker reads the NVSwitches and one control worker opens,
+re-enumerates and closes the backend (each on a daemon thread of its own): no vendor call runs on
+the sampler's thread. The sampler triggers every idle worker once per cycle and waits a bounded
+time; a worker still inside a call is simply not triggered again until it returns, and its last
+result ages.
 """
 
 from __future__ import annotations

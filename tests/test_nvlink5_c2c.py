@@ -121,3 +121,21 @@ def test_dcgm_fields_of_nvlink5_and_c2c(fakenvml_dir: Path, tmp_path: Path) -> N
     assert "DCGM_FI_DEV_NVLINK_GET_STATE{" not in text and "DCGM_FI_DEV_NVLINK_GET_STATE skipped" in log
     assert "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO" not in text and "DCGM_FI_DEV_GPU_NVLINK_ERRORS" not in text
     assert "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO skipped" in log and "DCGM_FI_DEV_GPU_NVLINK_ERRORS skipped" in log
+
+
+def test_unsupported_link_fields_are_not_asked_again_by_their_own_call(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """A field-only value's own call is the same field: a NOT_SUPPORTED entry (GPU 1's links have no
+    NVLink5 counters) is final, so the first cycle makes one nvmlDeviceGetFieldValues per GPU, not one
+    more per link and row."""
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collector.nvlink", "--collect-interval", "1h",
+        trace=True,
+    )  # fmt: skip
+    try:
+        exporter.metrics()
+        assert exporter.trace_path is not None
+        lines = exporter.trace_path.read_text().splitlines()
+    finally:
+        exporter.stop()
+    field_calls = [line for line in lines if line.startswith("nvmlDeviceGetFieldValues ")]
+    assert sorted(field_calls) == [f"nvmlDeviceGetFieldValues gpu{gpu}" for gpu in range(4)], field_calls

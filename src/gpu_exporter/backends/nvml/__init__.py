@@ -52,6 +52,7 @@ def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
 
 
 _COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
+_FIELD_CALL = "nvmlDeviceGetFieldValues"  # the source of values NVML offers only as fields
 
 
 def _once(call: Callable[[Handle], Any]) -> Callable[[Handle], Any]:
@@ -267,21 +268,24 @@ class NvmlBackend:
                 if link is None
                 else functools.partial(_link_raw, handle, link, source)
             )
-            if outcome is not None:
-                read = functools.partial(self._batched, outcome, key, read)
+            if outcome is not None:  # a field-only value's own call is that field again: nothing to recheck
+                read = functools.partial(self._batched, outcome, key, read, source.call != _FIELD_CALL)
             started = time.perf_counter()
             raw = self._call(entity, spec, read, reading)
             reading.spent(spec.collector, time.perf_counter() - started)
             if raw is not None:
                 out[row] = raw
 
-    def _batched(self, outcome: Outcome, key: tuple[str, str], single: Callable[[], float | None]) -> float | None:
-        """A value from the field-value call, or from its own call where the field was no use."""
+    def _batched(
+        self, outcome: Outcome, key: tuple[str, str], single: Callable[[], float | None], recheck: bool = True
+    ) -> float | None:
+        """A value from the field-value call, or from its own call where the field was no use (NOT_SUPPORTED
+        is checked once against the call, unless ``recheck`` is False: the call is that same field)."""
         if isinstance(outcome, float):
             return outcome
         if outcome is CALL:
             return single()
-        if isinstance(outcome, pynvml.NVMLError_NotSupported) and self._fields.check_unsupported(key):
+        if recheck and isinstance(outcome, pynvml.NVMLError_NotSupported) and self._fields.check_unsupported(key):
             value = single()  # NOT_SUPPORTED here too: reported as unsupported by _call
             self._fields.use_call(key)
             return value

@@ -6,9 +6,12 @@ A *composed* field is a sum over catalogue rows of one GPU: DCGM field 112 (the 
 bitmask) is Σ bit × ``gpu_clock_event_active{reason}``; the NVLink error totals (409, 419, 429, 439)
 add ``gpu_nvlink_errors_total{type}`` over the GPU's links, and the per-link fields (410-415, …)
 take one link's. Both backends compose them the same way, so their dcgm-exporter output matches.
-The NVLink bandwidth fields (449, 440-448, 475-480, 494-496) are DCGM's own rate between two
-samples: :class:`NvlinkBandwidth` keeps the previous counters per GPU and link to compute them on
-NVML (the DCGM backend does not serve them yet).
+The NVLink5 counters (1200-1214, 1219, 1404-1419) add the per-link ``gpu_nvlink_port_*`` rows, as
+DCGM's GPU value is NVML's aggregate over the links (NVML backend only). The NVLink bandwidth fields
+(449, 440-448, 475-480, 494-496) are DCGM's own rate between two samples: :class:`NvlinkBandwidth`
+keeps the previous counters per GPU and link to compute them on NVML (the DCGM backend does not serve
+them yet: DCGM computes 449 itself, but the DCGM backend watches catalogue fields only).
+:data:`LINK_ENTITY_FIELDS` (1525-1528) and 1529 are DCGM link-entity fields, one series per NVLink.
 
 :data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
 checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.

@@ -8,8 +8,6 @@ import binascii
 import hashlib
 from collections.abc import Mapping
 
-import bcrypt
-
 
 class Credentials:
     """Basic auth against bcrypt hashes; a verified (user, password, hash) is remembered so a scrape
@@ -23,6 +21,8 @@ class Credentials:
     def _dummy(self, users: Mapping[str, bytes]) -> bytes:
         """A hash as costly as the configured ones, so an unknown user takes as long as a known one."""
         cost = next(iter(users.values()), b"$2b$04$")[4:6]
+        import bcrypt  # imported here: only a web config with users needs it (~0.7 MiB of RSS)
+
         if cost not in self._dummies:
             self._dummies[cost] = bcrypt.hashpw(b"not a password", bcrypt.gensalt(int(cost)))
         return self._dummies[cost]
@@ -44,6 +44,8 @@ class Credentials:
             return user
         async with self._busy:  # bcrypt is CPU-bound by design: at most two at a time, off the loop
             reference = hashed if hashed is not None else await asyncio.to_thread(self._dummy, users)
+            import bcrypt  # imported here: see _dummy
+
             ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), reference)
         if not ok or hashed is None:
             return None

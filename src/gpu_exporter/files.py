@@ -14,8 +14,6 @@ import os
 import stat
 from typing import Any
 
-import yaml
-
 #: Largest file read (bytes); config files and certificate bundles are far smaller.
 MAX_FILE_BYTES = 1 << 20
 #: Deepest nesting of YAML mappings and sequences accepted.
@@ -95,6 +93,8 @@ def _check_events(text: str) -> None:
     sizes: dict[str, int] = {}  # anchor → expanded node count
     stack: list[list[Any]] = []  # open collections: [anchor, node count]
     total = 0
+    import yaml  # imported here: PyYAML costs ~3 MiB of RSS; most hosts never read a YAML file
+
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             if event.anchor not in sizes:
@@ -129,6 +129,8 @@ def _check_events(text: str) -> None:
 
 def load_yaml(text: str) -> Any:
     """Parse one YAML document with the safe loader after bounding depth and alias expansion."""
+    import yaml  # imported here: see _check_events
+
     try:
         _check_events(text)
         return yaml.safe_load(text)

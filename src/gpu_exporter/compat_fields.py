@@ -12,6 +12,7 @@ DCGM's GPU value is NVML's aggregate over the links (NVML backend only). The NVL
 keeps the previous counters per GPU and link to compute them on NVML (the DCGM backend does not serve
 them yet: DCGM computes 449 itself, but the DCGM backend watches catalogue fields only).
 :data:`LINK_ENTITY_FIELDS` (1525-1528) and 1529 are DCGM link-entity fields, one series per NVLink.
+DCGM 4.x's base-unit fields (1600-1612, :data:`BASE_UNIT_TWINS`) are one row each, in the row's unit.
 
 :data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
 checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.
@@ -19,6 +20,7 @@ checks that every DCGM_FI_DEV_* id is served or has one, and the README's list i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -32,8 +34,9 @@ from gpu_exporter.model import Entity
 #: value is truncated to a whole number (framebuffer and BAR1 in whole MiB, as DCGM divides bytes by
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
-    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441}
-)
+    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441,
+     1612}
+)  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
 
@@ -49,6 +52,7 @@ class Composed:
     links: bool = False
     link: int | None = None
     whole: bool = False  # round to a whole number (nanoseconds from seconds: DCGM's INT64)
+    truncate: bool = False  # drop the fraction, as an INT64 from a finer unit (joules from millijoules)
 
     @property
     def keys(self) -> frozenset[str]:
@@ -69,6 +73,8 @@ class Composed:
         found = [values[key] * weight for values in sources for key, weight in self.parts if key in values]
         if not found:
             return None
+        if self.truncate:
+            return float(math.trunc(sum(found)))
         return float(round(sum(found))) if self.whole else float(sum(found))
 
 
@@ -99,7 +105,31 @@ def _composed() -> dict[int, Composed]:
     for name, variant, _selector, number, _text in NVLINK5_COUNTERS:
         key = name + ("{" + ",".join(f"{label}={value}" for label, value in variant) + "}" if variant else "")
         out[number] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
+    # DCGM 1600-1612 (DCGM 4.x's base-unit twins of legacy fields, in their legacy order): the same
+    # reading in bytes, hertz, joules and a 0-1 ratio, which are the catalogue rows' own units.
+    # INT64 except the fan ratio (a double); DCGM's joules are whole, the fraction dropped.
+    for number, (key, truncate) in enumerate(BASE_UNIT_TWINS, start=1600):
+        how = f"`{key}`" + (", fraction dropped" if truncate else "")
+        out[number] = Composed(((key, 1),), how, whole=number not in DOUBLE_IDS, truncate=truncate)
     return out
+
+
+#: DCGM 1600-1612 in id order: the catalogue row each is read from, and whether its fraction is dropped.
+BASE_UNIT_TWINS: tuple[tuple[str, bool], ...] = (
+    ("gpu_bar1_memory_total_bytes", False),  # 1600 DCGM_FI_DEV_BAR1_CAPACITY_BYTES (legacy 90, MiB)
+    ("gpu_bar1_memory_used_bytes", False),  # 1601 (92)
+    ("gpu_bar1_memory_free_bytes", False),  # 1602 (93)
+    ("gpu_sm_clock_hertz", False),  # 1603 DCGM_FI_DEV_SM_CLOCK_HERTZ (legacy 100, MHz)
+    ("gpu_memory_clock_hertz", False),  # 1604 (101)
+    ("gpu_video_clock_hertz", False),  # 1605 (102)
+    ("gpu_sm_clock_application_hertz", False),  # 1606 (110)
+    ("gpu_memory_clock_application_hertz", False),  # 1607 (111)
+    ("gpu_sm_clock_max_hertz", False),  # 1608 (113)
+    ("gpu_memory_clock_max_hertz", False),  # 1609 (114)
+    ("gpu_video_clock_max_hertz", False),  # 1610 (115)
+    ("gpu_energy_joules_total", True),  # 1611 DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL (legacy 156, mJ)
+    ("gpu_fan_speed_ratio", False),  # 1612 DCGM_FI_DEV_FAN_SPEED_RATIO (legacy 191, %), a double
+)
 
 
 #: DCGM field id → how it is composed from catalogue rows.
@@ -302,7 +332,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
     (1530, 1533, "a link entity's TX-only and RX-only bandwidth (1530, 1531: the NVLink bandwidth state keeps RX + "
      "TX only) and GPM byte counters (1532, 1533: DCGM's GPM module, not read)"),
-    (1600, 1612, "DCGM 4.x's base-unit twins of served fields: their DCGM types are not confirmed here"),
 )  # fmt: skip
 
 

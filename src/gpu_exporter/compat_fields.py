@@ -322,16 +322,23 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
-    (1507, 1507, "unrepairable-memory flag: NVML has it only as nvmlDeviceGetUnrepairableMemoryFlag_v1, which "
-     "nvidia-ml-py does not bind, and whose struct differs between NVML's nvml.h (bUnrepairableMemory alone) and "
-     "the one DCGM builds with (a version member first): not read until the layout is settled"),
+    (1507, 1507, "unrepairable-memory flag: DCGM calls nvmlDeviceGetUnrepairableMemoryFlag with {version, "
+     "bUnrepairableMemory} (its dcgm_nvml.h; nvidia-ml-py 13.615 binds the _v1 call with the same layout), while "
+     "nvml.h (nvidia-nvml-dev 13.5) declares the _v1 struct as bUnrepairableMemory alone: a driver of the second "
+     "layout would write the flag over the version word and the binding would read 0 (a lie); not read until the "
+     "reader checks which word the driver wrote (the version word kept: the second word; else the first)"),
     (1508, 1508, "a link entity's NVLink state: DCGM stores NVML field 165's raw state (0 inactive, 1 active, 2 "
      "sleep, 3 active with traffic disabled), which gpu_nvlink_up (0/1) does not keep: not read yet"),
-    (1509, 1509, "NVLink port transmit-wait counter: per link, DCGM reads it with nvmlDeviceReadPRMCounters_v1 "
-     "(a port register), not a GPU field: not read yet"),
+    (1509, 1509, "NVLink port transmit-wait (PPCNT port_xmit_wait) of a link entity: DCGM reads it with "
+     "nvmlDeviceReadPRMCounters_v1, one nvmlPRMCounter_v1_t {counterId 201, localPort = link index} per link "
+     "(Blackwell and later; nvidia-ml-py 13.615 binds the call and structs), a new per-GPU call that the fake "
+     "and the NVLink collector do not have yet: not read yet"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
-    (1530, 1533, "a link entity's TX-only and RX-only bandwidth (1530, 1531: the NVLink bandwidth state keeps RX + "
-     "TX only) and GPM byte counters (1532, 1533: DCGM's GPM module, not read)"),
+    (1530, 1531, "a link entity's TX-only and RX-only bandwidth: the NVLink bandwidth state keeps RX + TX only"),
+    (1532, 1533, "a link entity's NVLink GPM bandwidth: DCGM's GPM manager takes two nvmlGpmSampleGet samples and "
+     "asks nvmlGpmMetricsGet for NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC (MiB/s, stored × 2^20 as bytes/s), for "
+     "watched link entities only; the NVML backend takes no GPM samples (DCGM's GPU-wide 1011, 1012 are served on "
+     "the DCGM backend only), so these are not read"),
 )  # fmt: skip
 
 

@@ -412,6 +412,7 @@ SCENARIO_FIELDS.update(
     }
 )  # fmt: skip
 SCENARIO_FIELDS.update({"inforom.checksum": 83, "inforom.valid": 84})  # DCGM: 1 valid, 0 corrupted
+SCENARIO_FIELDS["memory.unrepairable"] = 1507  # DCGM_FI_DEV_MEMORY_UNREPAIRABLE_FLAG: 0/1
 # The row remapper histogram: banks by spare rows left (DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_*).
 SCENARIO_FIELDS.update(
     {f"row_remapper.{name}": 385 + i for i, name in enumerate(("max", "high", "partial", "low", "none"))}

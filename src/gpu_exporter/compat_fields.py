@@ -322,11 +322,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
-    (1507, 1507, "unrepairable-memory flag: DCGM calls nvmlDeviceGetUnrepairableMemoryFlag with {version, "
-     "bUnrepairableMemory} (its dcgm_nvml.h; nvidia-ml-py 13.615 binds the _v1 call with the same layout), while "
-     "nvml.h (nvidia-nvml-dev 13.5) declares the _v1 struct as bUnrepairableMemory alone: a driver of the second "
-     "layout would write the flag over the version word and the binding would read 0 (a lie); not read until the "
-     "reader checks which word the driver wrote (the version word kept: the second word; else the first)"),
     (1508, 1508, "a link entity's NVLink state: DCGM stores NVML field 165's raw state (0 inactive, 1 active, 2 "
      "sleep, 3 active with traffic disabled), which gpu_nvlink_up (0/1) does not keep: not read yet"),
     (1509, 1509, "NVLink port transmit-wait (PPCNT port_xmit_wait) of a link entity: DCGM reads it with "

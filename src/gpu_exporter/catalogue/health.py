@@ -148,6 +148,12 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetRemappedRows", "failure"), DcgmSource(395), "DCGM_FI_DEV_ROW_REMAP_FAILURE",
         maximum=1,
     ),
+    _gauge(  # read slowly: a flag the driver sets once, read with a call of its own
+        "gpu_memory_unrepairable", "",
+        "1 when the GPU's memory has an error that row remapping cannot repair: the GPU needs service", "ecc",
+        NvmlSource("nvmlDeviceGetUnrepairableMemoryFlag_v1"), DcgmSource(1507), "DCGM_FI_DEV_MEMORY_UNREPAIRABLE_FLAG",
+        maximum=1, every=STATIC,
+    ),
     *(
         _gauge(
             "gpu_row_remap_banks", "",

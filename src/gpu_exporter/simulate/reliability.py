@@ -3,12 +3,14 @@ memory errors (ECC mode and counts, row remapping, retired pages)."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
 
 CORRUPTED_INFOROM = 14  # NVML_ERROR_CORRUPTED_INFOROM
+UNREPAIRABLE_VERSION = 0x1000008  # nvmlUnrepairableMemory_v1: sizeof {version, flag} | 1 << 24
 
 
 @device("nvmlDeviceGetPcieThroughput")
@@ -157,3 +159,24 @@ def retired_pages_v2(c: Call, cause: Any, count: Any, addresses: Any, stamps: An
 @device("nvmlDeviceGetRetiredPagesPendingStatus")
 def retired_pending(c: Call, out: Any) -> int:
     return c.flag(out, "retired_pages.pending")
+
+
+@device("nvmlDeviceGetUnrepairableMemoryFlag_v1")
+def unrepairable_memory(c: Call, status: Any) -> int:
+    """``memory.unrepairable`` (0/1; absent NOT_SUPPORTED) into the two-word {version, flag} struct, the
+    version checked; ``memory.unrepairable_layout = v1_flag_only`` plays a driver of nvml.h 13.5's
+    one-word struct, which writes the flag over the version word."""
+    target = abi.target(status)
+    if target is None:
+        return errors.INVALID_ARGUMENT
+    flag = c.u64("memory.unrepairable")
+    if flag is None:
+        return errors.NOT_SUPPORTED
+    words = (ctypes.c_uint * 2).from_address(ctypes.addressof(target))
+    if c.text("memory.unrepairable_layout") == "v1_flag_only":
+        words[0] = flag & 0xFFFFFFFF
+        return errors.SUCCESS
+    if words[0] != UNREPAIRABLE_VERSION:
+        return errors.ARGUMENT_VERSION_MISMATCH
+    words[1] = flag & 0xFFFFFFFF
+    return errors.SUCCESS

@@ -13,6 +13,8 @@ from typing import Any
 import pynvml
 
 from gpu_exporter.backends.nvml.link_fields import C2C_FIELD_IDS, NVLINK5_FIELD_IDS
+from gpu_exporter.backends.nvml.memory_flag import CALL as _UNREPAIRABLE_CALL
+from gpu_exporter.backends.nvml.memory_flag import unrepairable_memory as _unrepairable_memory
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS
 
 _THRESHOLDS = {
@@ -279,6 +281,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetEccMode": _ecc_mode,
     "nvmlDeviceGetRemappedRows": _remapped_rows,
     "nvmlDeviceGetRowRemapperHistogram": _row_remapper_histogram,
+    _UNREPAIRABLE_CALL: _unrepairable_memory,  # checks which struct layout the driver wrote
     "nvmlDeviceGetInforomConfigurationChecksum": _single(pynvml.nvmlDeviceGetInforomConfigurationChecksum),
     "nvmlDeviceValidateInforom": _inforom_valid,
     "nvmlDeviceGetGpuFabricInfoV": _fabric,

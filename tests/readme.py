@@ -117,8 +117,10 @@ def dcgm_exporter_field_list() -> str:
         BANDWIDTH_SOURCE,
         COMPOSED,
         DOUBLE_IDS,
+        ENCODED_FIELDS,
         IDENTITY_SOURCES,
         LINK_BANDWIDTH,
+        LINK_BANDWIDTHS,
         LINK_ENTITY_FIELDS,
         NOT_SERVED,
     )
@@ -136,8 +138,14 @@ def dcgm_exporter_field_list() -> str:
         served.setdefault(number, (names[number], composed.describe, backends))
     each_link = "of each NVLink that is up (a link entity)"
     for number, key in LINK_ENTITY_FIELDS.items():
-        served.setdefault(number, (names[number], f"`{key}` {each_link}", "NVML/DCGM"))
+        backends = "/".join(name.upper() for name in ("nvml", "dcgm") if BY_KEY[key].source(name) is not None)
+        served.setdefault(number, (names[number], f"`{key}` {each_link}", backends))
     served.setdefault(LINK_BANDWIDTH, (names[LINK_BANDWIDTH], f"{BANDWIDTH_SOURCE}, {each_link}", "NVML"))
+    for number, direction in LINK_BANDWIDTHS.items():  # 1530, 1531: one direction's counter alone
+        alone = f"as 1529 from `gpu_nvlink_{'transmit' if direction == 'tx' else 'receive'}_bytes_total` alone"
+        served.setdefault(number, (names[number], f"{alone}, {each_link}", "NVML"))
+    for number, key in ENCODED_FIELDS.items():  # NVML's encoded value behind the decoded row
+        served.setdefault(number, (names[number], f"NVML's encoded value behind `{key}`", "NVML"))
     for number, link in BANDWIDTH_FIELDS.items():
         over = "every link" if link is None else f"link {link}"
         served.setdefault(number, (names[number], f"{BANDWIDTH_SOURCE}, {over}", "NVML"))

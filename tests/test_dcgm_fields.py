@@ -11,9 +11,11 @@ from gpu_exporter.compat_fields import (
     BANDWIDTH_FIELDS,
     COMPOSED,
     DOUBLE_IDS,
+    ENCODED_FIELDS,
     FB_USED_RATIO,
     IDENTITY_VALUES,
     LINK_BANDWIDTH,
+    LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     NOT_SERVED,
     fb_used_ratio,
@@ -34,6 +36,8 @@ def _served() -> set[int]:
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
         | set(LINK_ENTITY_FIELDS)
+        | set(LINK_BANDWIDTHS)
+        | set(ENCODED_FIELDS)
         | {XID_FIELD, FB_USED_RATIO, LINK_BANDWIDTH}
     )
 

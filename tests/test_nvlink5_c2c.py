@@ -34,8 +34,13 @@ DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_PER_LINK_TOTAL, gauge, CRC data errors per lin
 DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK, gauge, Bandwidth per link.
 DCGM_FI_DRIVER_VERSION, label, Driver (a global field: on link series too).
 DCGM_FI_DEV_SERIAL, label, Serial (a GPU field: not on link series).
-DCGM_FI_DEV_NVLINK_GET_STATE, gauge, Not served (the raw link state).
-DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO, gauge, Not served (an aggregate BER).
+DCGM_FI_DEV_NVLINK_GET_STATE, gauge, The raw link state per link.
+DCGM_FI_DEV_NVLINK_SYMBOL_BER_RAW, gauge, Symbol BER (NVML's encoding).
+DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO, gauge, Symbol BER (decoded).
+DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER, gauge, Effective BER (NVML's encoding).
+DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER_FLOAT, gauge, Effective BER (decoded).
+DCGM_FI_DEV_NVLINK_TX_THROUGHPUT_PER_LINK, gauge, TX bandwidth per link.
+DCGM_FI_DEV_NVLINK_RX_THROUGHPUT_PER_LINK, gauge, RX bandwidth per link.
 DCGM_FI_DEV_GPU_NVLINK_ERRORS, gauge, Not served (DCGM stores nothing).
 """
 
@@ -118,9 +123,43 @@ def test_dcgm_fields_of_nvlink5_and_c2c(fakenvml_dir: Path, tmp_path: Path) -> N
     }
     assert links == {("0", "0"): 0, ("0", "1"): 5, ("1", "0"): 0}  # GPU 1's link 1 is down
     assert value(parsed, "DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK", gpu="0", nvlink="1") == 0  # the first sample
-    assert "DCGM_FI_DEV_NVLINK_GET_STATE{" not in text and "DCGM_FI_DEV_NVLINK_GET_STATE skipped" in log
-    assert "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO" not in text and "DCGM_FI_DEV_GPU_NVLINK_ERRORS" not in text
-    assert "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO skipped" in log and "DCGM_FI_DEV_GPU_NVLINK_ERRORS skipped" in log
+    for name in ("DCGM_FI_DEV_NVLINK_TX_THROUGHPUT_PER_LINK", "DCGM_FI_DEV_NVLINK_RX_THROUGHPUT_PER_LINK"):
+        assert value(parsed, name, gpu="0", nvlink="1") == 0  # the first sample
+        assert value(parsed, name, gpu="1", nvlink="1") is None  # down
+    states = {
+        (dict(key)["gpu"], dict(key)["nvlink"]): number
+        for key, number in parsed["DCGM_FI_DEV_NVLINK_GET_STATE"].items()
+    }
+    assert states == {("0", "0"): 1, ("0", "1"): 1, ("1", "0"): 1}  # NVML's raw state, links that are up
+    # the GPU's bit error rates over all links: NVML's encoding as INT64 and the decoded double
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RAW", gpu="0") == 777
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO", gpu="0") == 3e-9
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER", gpu="0") == 268
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER_FLOAT", gpu="0") == 1e-12
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RAW", gpu="1") is None  # NOT_SUPPORTED: absent
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_SYMBOL_BER_RATIO", gpu="1") is None
+    assert "DCGM_FI_DEV_GPU_NVLINK_ERRORS" not in text and "DCGM_FI_DEV_GPU_NVLINK_ERRORS skipped" in log
+
+
+def test_raw_link_state_and_bit_error_rates(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """gpu_nvlink_state keeps NVML's 0-3 where gpu_nvlink_up says 0/1; the bit error rates are decoded."""
+    scenario = tmp_path / "state.scn"
+    text = (SCENARIOS / "h100x4.scn").read_text()
+    assert "gpu0.nvlink.1.state = 1\n" in text
+    scenario.write_text(text.replace("gpu0.nvlink.1.state = 1\n", "gpu0.nvlink.1.state = 3\n"))
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.nvlink", "--collect-interval", "1h")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    assert value(parsed, "gpu_nvlink_state", gpu="0", nvlink="1") == 3  # active, traffic disabled
+    assert value(parsed, "gpu_nvlink_up", gpu="0", nvlink="1") == 1  # nvmlDeviceGetNvLinkState: enabled
+    assert value(parsed, "gpu_nvlink_state", gpu="0", nvlink="0") == 1
+    assert value(parsed, "gpu_nvlink_state", gpu="1", nvlink="1") == 0
+    assert value(parsed, "gpu_nvlink_symbol_bit_error_ratio", gpu="0") == 3e-9  # mantissa 3, exponent 9
+    assert value(parsed, "gpu_nvlink_effective_bit_error_ratio", gpu="0") == 1e-12
+    for gpu in "123":  # NOT_SUPPORTED: absent, never 0
+        assert value(parsed, "gpu_nvlink_symbol_bit_error_ratio", gpu=gpu) is None
 
 
 def test_unsupported_link_fields_are_not_asked_again_by_their_own_call(fakenvml_dir: Path, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ NVML_ONLY = {
     "gpu_idle_while_allocated_seconds_total",
     "gpu_nvlink_transmit_bytes_total",
     "gpu_nvlink_receive_bytes_total",
+    "gpu_nvlink_state",  # NVML's raw 0-3: DCGM has it only as link-entity field 1508, not read by that backend
     # NVLink5 port counters: the DCGM backend does not read DCGM's link entities
     *(spec.name for spec in links.ROWS if spec.dcgm is None),
 }
@@ -132,11 +133,16 @@ def every_field_csv() -> str:
     first: dict[int, str] = {}
     for name, number in FIELD_IDS.items():
         first.setdefault(number, name)
-    rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name]
+    # Rows both backends read (the NVLink5 bit error rates are NVML's only).
+    rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name and spec.dcgm]
     # Composed fields both backends can compose (the NVLink5 counters are NVML's only), and the link entities.
     both = [n for n in sorted(COMPOSED) if all(BY_KEY[key].dcgm is not None for key in COMPOSED[n].keys)]
     rows += [f"{first[number]}, gauge, composed {number}" for number in both]
-    rows += [f"{first[number]}, gauge, link entity {number}" for number in sorted(LINK_ENTITY_FIELDS)]
+    rows += [
+        f"{first[number]}, gauge, link entity {number}"
+        for number, key in sorted(LINK_ENTITY_FIELDS.items())
+        if BY_KEY[key].dcgm is not None  # 1508 (the raw link state) is NVML's only
+    ]
     # Identity (read at discovery) as values and as label fields, and the P2P pseudo-field.
     rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES)]
     rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS)]

@@ -32,10 +32,11 @@ from gpu_exporter.compat_fields import (
     BANDWIDTH_KEYS,
     COMPOSED,
     DOUBLE_IDS,
+    ENCODED_FIELDS,
     FB_USED_RATIO,
     FB_USED_RATIO_KEYS,
     IDENTITY_VALUES,
-    LINK_BANDWIDTH,
+    LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     LINK_LABEL_FIELDS,
     P2P_STATUS_NAMES,
@@ -164,7 +165,12 @@ def plan(
                 items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
-        elif number in LINK_ENTITY_FIELDS or number == LINK_BANDWIDTH:  # DCGM link-entity fields
+        elif number in ENCODED_FIELDS:  # NVML's raw encoded bit error rate behind a decoded row
+            if ENCODED_FIELDS[number] in {spec.key for spec in specs if _supplied(spec, backend)}:
+                items.append(_Item(counter, number))
+            else:
+                reason = f"the row it is read from ({ENCODED_FIELDS[number]}) is not enabled on the {backend} backend"
+        elif number in LINK_ENTITY_FIELDS or number in LINK_BANDWIDTHS:  # DCGM link-entity fields
             wanted = {LINK_ENTITY_FIELDS[number]} if number in LINK_ENTITY_FIELDS else set(BANDWIDTH_KEYS)
             if wanted | {"gpu_nvlink_up"} <= {spec.key for spec in specs if _supplied(spec, backend)}:
                 items.append(_Item(counter, number))
@@ -183,7 +189,7 @@ def plan(
         elif number in enabled and _supplied(enabled[number], backend):
             spec = enabled[number]
             source = spec.source(backend)
-            bit = isinstance(source, DcgmSource) and bool(source.bit)
+            bit = (isinstance(source, DcgmSource) and bool(source.bit)) or bool(getattr(source, "ber", False))
             items.append(_Item(counter, number, spec, source.scale if source is not None else ONE, bit))
         elif number in known:
             spec = known[number]
@@ -213,7 +219,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
 
     unchecked = [True]
     bandwidth = any(
-        (item.field_id in BANDWIDTH_FIELDS or item.field_id == LINK_BANDWIDTH) and item.spec is None
+        (item.field_id in BANDWIDTH_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
         for item in compat.items
     )
 
@@ -264,7 +270,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     for device in frame.devices:
         if not device.up:
             continue
-        if item.field_id in LINK_ENTITY_FIELDS or item.field_id == LINK_BANDWIDTH:  # every GPU's links, as
+        if item.field_id in LINK_ENTITY_FIELDS or item.field_id in LINK_BANDWIDTHS:  # every GPU's links, as
             samples += _links(item, compat, frame.host, device)  # dcgm-exporter's link collector (no -d)
             continue
         if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
@@ -286,6 +292,11 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 uid = target.uid if target is not None else device.entity.uid
                 if value is not None:
                     samples.append((base + _pods(device, options).get(uid, []), value))
+            elif item.field_id in ENCODED_FIELDS:  # the GPU's raw value (a GPU instance shows its GPU's)
+                raw = device.raw.get(device.entity, {}).get(ENCODED_FIELDS[item.field_id])
+                uid = target.uid if target is not None else device.entity.uid
+                if raw is not None:
+                    samples.append((base + _pods(device, options).get(uid, []), float(math.trunc(raw))))
             elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
                 value = COMPOSED[item.field_id].value(device.samples, device.entity)
                 uid = target.uid if target is not None else device.entity.uid
@@ -333,8 +344,8 @@ def _links(item: _Item, compat: CompatPlan, host: HostIdentity, device: DeviceVi
     labels += [(name, LABEL_FIELDS[n](host, dev)) for name, n in compat.label_fields if n in LINK_LABEL_FIELDS]
     out = []
     for link, entity in link_entities(device.samples, device.entity):
-        if item.field_id == LINK_BANDWIDTH:
-            value = compat.bandwidth.value(dev.uuid, link)
+        if item.field_id in LINK_BANDWIDTHS:
+            value = compat.bandwidth.value(dev.uuid, link, LINK_BANDWIDTHS[item.field_id])
         else:
             value = device.samples[entity].get(LINK_ENTITY_FIELDS[item.field_id])
         if value is not None:

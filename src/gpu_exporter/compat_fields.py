@@ -35,7 +35,7 @@ from gpu_exporter.model import Entity
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
     {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441,
-     1612}
+     1612, 1216, 1218}
 )  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
@@ -230,11 +230,13 @@ class NvlinkBandwidth:
     updated once per frame (:meth:`update`), read by every render of that frame (:meth:`value`)."""
 
     def __init__(self) -> None:
-        self._state: dict[tuple[str, int | None], tuple[float, float, float]] = {}
+        # (GPU uuid, link or None, direction: "" RX + TX, "tx", "rx") → (KiB, time, value)
+        self._state: dict[tuple[str, int | None, str], tuple[float, float, float]] = {}
 
     def update(self, uuid: str, gpu: Entity, samples: Mapping[Entity, Mapping[str, float]], now: float) -> None:
-        """Fold one frame's NVLink counters of GPU ``gpu`` (bytes) taken at Unix time ``now``."""
-        totals: dict[int | None, float] = {}
+        """Fold one frame's NVLink counters of GPU ``gpu`` (bytes) taken at Unix time ``now``: RX + TX
+        per link and over the links, and per link each direction alone (DCGM 1530, 1531)."""
+        totals: dict[tuple[int | None, str], float] = {}
         for entity, values in samples.items():
             if entity.kind != "nvlink" or not entity.uid.startswith(gpu.uid + "/"):
                 continue
@@ -242,10 +244,14 @@ class NvlinkBandwidth:
             if not found:
                 continue
             kib = sum(found) / 1024  # NVML's unit
-            totals[int(dict(entity.labels)["nvlink"])] = kib
-            totals[None] = totals.get(None, 0.0) + kib
-        for which, kib in totals.items():
-            previous = self._state.get((uuid, which))
+            link = int(dict(entity.labels)["nvlink"])
+            totals[(link, "")] = kib
+            totals[(None, "")] = totals.get((None, ""), 0.0) + kib
+            for direction, row in zip(("tx", "rx"), BANDWIDTH_KEYS, strict=True):
+                if row in values:
+                    totals[(link, direction)] = values[row] / 1024
+        for (which, direction), kib in totals.items():
+            previous = self._state.get((uuid, which, direction))
             if previous is None:
                 value = 0.0
             elif now <= previous[1]:  # the same sample again: keep its value
@@ -253,13 +259,14 @@ class NvlinkBandwidth:
             else:
                 delta = kib - previous[0]
                 value = 0.0 if delta < 0 else float(int(delta / (now - previous[1]) / 1000))
-            self._state[(uuid, which)] = (kib, now, value)
-        for key in [key for key in self._state if key[0] == uuid and key[1] not in totals]:
+            self._state[(uuid, which, direction)] = (kib, now, value)
+        for key in [key for key in self._state if key[0] == uuid and key[1:] not in totals]:
             del self._state[key]  # a link (or the whole GPU's links) no longer read: start over
 
-    def value(self, uuid: str, link: int | None) -> float | None:
-        """The last computed value of GPU ``uuid``'s link (None: every link); None when unread."""
-        state = self._state.get((uuid, link))
+    def value(self, uuid: str, link: int | None, direction: str = "") -> float | None:
+        """The last computed value of GPU ``uuid``'s link (None: every link), RX + TX or one direction
+        (``"tx"``, ``"rx"``); None when unread."""
+        state = self._state.get((uuid, link, direction))
         return None if state is None else state[2]
 
 
@@ -269,8 +276,19 @@ LINK_ENTITY_FIELDS: dict[int, str] = {
     number: f"gpu_nvlink_errors_total{{type={kind}}}"
     for number, kind in ((1525, "crc_flit"), (1526, "crc_data"), (1527, "replay"), (1528, "recovery"))
 }
+#: DCGM 1508 (DCGM_FI_DEV_NVLINK_GET_STATE, a link entity's): NVML field 165's raw state 0-3, as DCGM stores it.
+LINK_ENTITY_FIELDS[1508] = "gpu_nvlink_state"
 #: DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK: the link's bandwidth, as DCGM's per-link 440-448, 475-480, 494-496.
 LINK_BANDWIDTH = 1529
+#: The link-entity bandwidth fields → the direction they count ("": RX + TX, 1529; 1530 TX only; 1531 RX
+#: only), each computed as 1529 is from that direction's counter alone (KiB delta ÷ seconds ÷ 1000).
+LINK_BANDWIDTHS: dict[int, str] = {LINK_BANDWIDTH: "", 1530: "tx", 1531: "rx"}
+#: DCGM 1215, 1217: NVML's encoded NVLink5 bit error rates as DCGM stores them (INT64), i.e. the raw value
+#: NVML answered for these rows (their value is the decoded ratio, DCGM's 1216 and 1218).
+ENCODED_FIELDS: dict[int, str] = {
+    1215: "gpu_nvlink_symbol_bit_error_ratio",
+    1217: "gpu_nvlink_effective_bit_error_ratio",
+}
 #: Label fields DCGM serves for any entity (DCGM_FE_NONE: the driver and NVML versions), so dcgm-exporter's
 #: link collector has them; every other label field is a GPU's, which it does not ask for a link.
 LINK_LABEL_FIELDS = frozenset({1, 2})
@@ -295,8 +313,14 @@ P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNot
 NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (4, 4, "host-wide count, not a GPU's value: count(gpu_up) gives it"),
     (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
-    (68, 77, "CPU affinity bitmasks, CUDA_VISIBLE_DEVICES text, confidential-compute mode and MIG layout "
-     "records: not per-GPU samples, or not read yet"),
+    (68, 68, "CUDA_VISIBLE_DEVICES: text that DCGM composes for the GPU, not a number NVML reports"),
+    (69, 69, "MIG slice count: DCGM takes it from the GPU-instance profiles of its MIG hierarchy "
+     "(nvmlDeviceGetGpuInstanceProfileInfo), not an NVML field: not read"),
+    (70, 73, "CPU affinity: four 64-bit words of nvmlDeviceGetCpuAffinity's CPU bitmask, topology rather than a "
+     "sample (which CPUs are near the GPU), with no NVML field id"),
+    (74, 74, "confidential-compute mode: DCGM stores nvmlSystemGetConfComputeState's ccFeature, a system-wide "
+     "setting (the same for every GPU) with no NVML field id, so not in the GPU's field batch: not read yet"),
+    (75, 77, "MIG attributes and GPU/compute instance records: binary structs (DCGM blobs), not numbers"),
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),
     (120, 130, "the supported-clocks list (130): a record of clock pairs, not a number"),
@@ -316,20 +340,14 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "DCGM computes"),
     (1000, 1099, "profiling (DCP) metrics: DCGM's profiling module only (the profiling collector)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
-    (1215, 1218, "NVLink5 bit error rates: DCGM's values are NVML's encoded rate (1215, 1217, INT64) and its "
-     "decoded double (1216, 1218) for all links together (scopeId UINT_MAX), not a sum of per-link values: not "
-     "read yet"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
-    (1508, 1508, "a link entity's NVLink state: DCGM stores NVML field 165's raw state (0 inactive, 1 active, 2 "
-     "sleep, 3 active with traffic disabled), which gpu_nvlink_up (0/1) does not keep: not read yet"),
     (1509, 1509, "NVLink port transmit-wait (PPCNT port_xmit_wait) of a link entity: DCGM reads it with "
      "nvmlDeviceReadPRMCounters_v1, one nvmlPRMCounter_v1_t {counterId 201, localPort = link index} per link "
      "(Blackwell and later; nvidia-ml-py 13.615 binds the call and structs), a new per-GPU call that the fake "
      "and the NVLink collector do not have yet: not read yet"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
-    (1530, 1531, "a link entity's TX-only and RX-only bandwidth: the NVLink bandwidth state keeps RX + TX only"),
     (1532, 1533, "a link entity's NVLink GPM bandwidth: DCGM's GPM manager takes two nvmlGpmSampleGet samples and "
      "asks nvmlGpmMetricsGet for NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC (MiB/s, stored × 2^20 as bytes/s), for "
      "watched link entities only; the NVML backend takes no GPM samples (DCGM's GPU-wide 1011, 1012 are served on "

@@ -1,7 +1,8 @@
 /* NVLink5 port counters, NVLink data ECC total and the GPU's C2C link: values NVML offers only through
  * nvmlDeviceGetFieldValues (see SCENARIO.md, "NVLink5 counters and the C2C link"). The per-link counters
  * read gpuN.nvlink.L.<key> for scopeId L, and for scopeId UINT_MAX the sum over the links (NVML's
- * aggregate, as DCGM asks on NVLink5); the C2C fields read gpuN.c2c.<key> whatever the scopeId (the fake
+ * aggregate, as DCGM asks on NVLink5); the NVLink5 bit error rates read gpuN.ber.symbol / gpuN.ber.effective
+ * (NVML's encoding) for scopeId UINT_MAX only; the C2C fields read gpuN.c2c.<key> whatever the scopeId (the fake
  * has one C2C link's values). A missing key is NOT_SUPPORTED. */
 
 #include "fakenvml.h"
@@ -76,6 +77,12 @@ bool fake_link_field(const struct fake_call *c, nvmlFieldValue_t *f, nvmlReturn_
         known = true;
         snprintf(key, sizeof key, "fec_history.%u", f->fieldId - NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0);
         found = per_link(c, f->scopeId, key, &v);
+    }
+    if (!known && (f->fieldId == NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER || f->fieldId == NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER)) {
+        /* the GPU's encoded rate over all links: scopeId UINT_MAX only, as DCGM asks */
+        known = true;
+        found = f->scopeId == UINT_MAX &&
+                fake_dev_u64(c, &v, "%s", f->fieldId == NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER ? "ber.symbol" : "ber.effective");
     }
     if (!known && f->fieldId == NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL) { /* summed over the links */
         known = true;

@@ -533,13 +533,14 @@ static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool i
         f->value.uiVal = (unsigned)v;
         return NVML_SUCCESS;
     case NVML_FI_DEV_NVLINK_GET_STATE:
-        /* nvlink.L.state: non-zero is NVML_NVLINK_STATE_ACTIVE, zero INACTIVE. */
+        /* nvlink.L.state: 0-3 is NVML's NVML_NVLINK_STATE_* number (2 sleep, 3 active with traffic
+         * disabled), any other non-zero value NVML_NVLINK_STATE_ACTIVE. */
         if ((r = fake_entry_fault(c, "nvmlDeviceGetNvLinkState")) != NVML_SUCCESS)
             return r;
         if (f->scopeId >= FAKE_MAX_LINKS || !fake_dev_u64(c, &v, "nvlink.%u.state", f->scopeId))
             return NVML_ERROR_NOT_SUPPORTED;
         f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
-        f->value.uiVal = v ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE;
+        f->value.uiVal = v <= NVML_NVLINK_STATE_ACTIVE_TRAFFIC_DISABLED ? (unsigned)v : NVML_NVLINK_STATE_ACTIVE;
         return NVML_SUCCESS;
     /* RAW (data + protocol overhead) reads the same keys: the fake has no protocol overhead. */
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:

@@ -24,6 +24,12 @@ NVLINK_ROWS: tuple[MetricSpec, ...] = (
         entities=("nvlink",),
     ),
     row(
+        "gpu_nvlink_state", "gauge", "",
+        "NVML's state of this NVLink (NVML field 165, NVML_FI_DEV_NVLINK_GET_STATE): 0 inactive, 1 active, "
+        "2 sleep, 3 active but not usable for traffic", "nvlink",
+        NvmlSource("nvmlDeviceGetFieldValues", "nvlink_state"), None, maximum=3, entities=("nvlink",),
+    ),
+    row(
         "gpu_nvlink_transmit_bytes_total", "counter", "bytes", "Data sent over this NVLink since the driver loaded",
         "nvlink", NvmlSource("nvmlDeviceGetFieldValues", "nvlink_tx", KIB), None, entities=("nvlink",),
     ),

@@ -114,4 +114,19 @@ _C2C_ROWS: tuple[MetricSpec, ...] = (
     ),
 )  # fmt: skip
 
-ROWS: tuple[MetricSpec, ...] = (*_NVLINK5_ROWS, *_C2C_ROWS)
+#: NVLink5 bit error rates over the GPU's links together (NVML 222, 220 with scopeId UINT_MAX, as DCGM asks):
+#: NVML's encoded mantissa and exponent decoded to a ratio of bits (DCGM's 1216 and 1218, doubles). DCGM's
+#: 1215 and 1217 are the encoded number itself (compat_fields.ENCODED_FIELDS). The DCGM backend does not watch them.
+_BER_ROWS: tuple[MetricSpec, ...] = tuple(
+    gauge(
+        f"gpu_nvlink_{kind}_bit_error_ratio", "ratio",
+        f"Bit error rate of the GPU's NVLinks together, {what} (NVLink5: NVML's mantissa × 10^-exponent)",
+        "nvlink", NvmlSource(_FIELD, f"nvlink_{kind}_ber", ber=True), None, name, maximum=1,
+    )
+    for kind, what, name in (
+        ("symbol", "from symbol errors", "DCGM_FI_DEV_NVLINK_COUNT_SYMBOL_BER_FLOAT"),
+        ("effective", "from effective errors", "DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER_FLOAT"),
+    )
+)  # fmt: skip
+
+ROWS: tuple[MetricSpec, ...] = (*_NVLINK5_ROWS, *_C2C_ROWS, *_BER_ROWS)

@@ -64,15 +64,26 @@ class NvmlSource:
     ``call`` is the pynvml function (the C symbol it resolves may carry a ``_vN`` suffix);
     ``selector`` picks one value of a call that returns several (a struct field or an argument
     such as the clock type), empty for calls that return one number. ``scale`` multiplies the raw
-    NVML value into the metric's base unit.
+    NVML value into the metric's base unit. ``ber``: the raw value is NVML's encoded NVLink bit error
+    rate (bits 0-7 the exponent E, bits 8-11 the mantissa M), and the value is M × 10^-E.
     """
 
     call: str
     selector: str = ""
     scale: Fraction = ONE
+    ber: bool = False
 
     def value(self, raw: float) -> float:
+        if self.ber:
+            return ber_value(int(raw))
         return scaled(raw, self.scale)
+
+
+def ber_value(encoded: int) -> float:
+    """NVML's encoded NVLink bit error rate as a ratio: mantissa (bits 8-11) × 10^-exponent (bits 0-7),
+    as nvml.h's NVML_NVLINK_ERROR_COUNTER_BER_GET splits it and DCGM decodes it. Divided, so that the
+    result is the nearest double (3 × 10^-9 is 3e-09; DCGM's M × pow(10, -E) can be one unit off)."""
+    return ((encoded >> 8) & 0xF) / 10.0 ** (encoded & 0xFF)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ class Converted:
 
 
 #: Per backend, per row key: (metric name, plausible minimum and bound, scale numerator and denominator, or the
-#: source itself where its value is no plain scale: a DCGM flag bit), or None where the backend has
-#: no source for the row; built once per (backend, key) from the catalogue.
+#: source itself where its value is no plain scale: a DCGM flag bit, NVML's encoded bit error rate), or None
+#: where the backend has no source for the row; built once per (backend, key) from the catalogue.
 _Row = tuple[str, float, float | None, int, int, Source | None]
 _ROWS: dict[str, dict[str, _Row | None]] = {}
 
@@ -41,7 +41,7 @@ def _row(backend: str, key: str) -> _Row | None:
         if source is None:
             rows[key] = None
         else:
-            special = source if getattr(source, "bit", 0) else None
+            special = source if getattr(source, "bit", 0) or getattr(source, "ber", False) else None
             scale = source.scale
             rows[key] = (spec.name, spec.minimum, spec.bound, scale.numerator, scale.denominator, special)
     return rows[key]

@@ -156,7 +156,9 @@ def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, float]:
         if code != errors.SUCCESS:
             return code, ULL, 0
         state = c.u64(f"nvlink.{scope}.state") if scope < 36 else None
-        return (errors.NOT_SUPPORTED, ULL, 0) if state is None else (errors.SUCCESS, UINT, 1 if state else 0)
+        if state is None:
+            return errors.NOT_SUPPORTED, ULL, 0
+        return errors.SUCCESS, UINT, state if state <= 3 else 1  # NVML_NVLINK_STATE_* 0-3, else ACTIVE
     if field_id in THROUGHPUT:
         value = c.u64(f"nvlink.{scope}.{THROUGHPUT[field_id]}") if scope < 36 else None
         return (errors.NOT_SUPPORTED, ULL, 0) if value is None else (errors.SUCCESS, ULL, value)

@@ -1,7 +1,8 @@
 """Field values of the NVLink5 port counters, the NVLink data ECC total and the GPU's C2C link, as
 the C fake answers them (tests/fakenvml/links.c): per-link counters read ``nvlink.L.<key>`` for
 scopeId L, and for scopeId UINT_MAX the sum over the links (NVML's aggregate); the ECC total is the
-sum of ``nvlink.L.ecc_errors``; C2C fields read ``c2c.<key>`` whatever the scopeId. A missing key is
+sum of ``nvlink.L.ecc_errors``; the bit error rates read ``ber.symbol`` / ``ber.effective`` (NVML's
+encoding) for scopeId UINT_MAX only; C2C fields read ``c2c.<key>`` whatever the scopeId. A missing key is
 NOT_SUPPORTED. Field ids are ``NVML_FI_DEV_*`` of ``nvml.h``."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ NVLINK5_KEYS: dict[int, str] = {
     **{235 + b: f"fec_history.{b}" for b in range(16)},
 }  # fmt: skip
 NVLINK_ECC_TOTAL = 160
+#: NVLink5 bit error rates (SYMBOL_BER 222, EFFECTIVE_BER 220) → key: NVML's encoded value, scopeId UINT_MAX only.
+BER_KEYS: dict[int, str] = {222: "ber.symbol", 220: "ber.effective"}
 #: C2C field id → key (170-172, 231-234).
 C2C_KEYS: dict[int, str] = {
     170: "c2c.link_count", 171: "c2c.status", 172: "c2c.max_bandwidth", 231: "c2c.crc_errors",
@@ -40,6 +43,8 @@ def link_value(c: Call, field_id: int, scope: int) -> tuple[int, int, int] | Non
     """(return code, value type, value) when ``field_id`` is one of these fields, else None."""
     if field_id in NVLINK5_KEYS:
         value = _per_link(c, scope, NVLINK5_KEYS[field_id])
+    elif field_id in BER_KEYS:
+        value = c.u64(BER_KEYS[field_id]) if scope == ALL_LINKS else None
     elif field_id == NVLINK_ECC_TOTAL:
         value = _per_link(c, ALL_LINKS, "ecc_errors")
     elif field_id in C2C_KEYS:

@@ -18,7 +18,7 @@ import pynvml
 
 from gpu_exporter.backends.nvml.field_memory import decoded
 from gpu_exporter.backends.nvml.link_fields import NVLINK5_FIELD_IDS
-from gpu_exporter.backends.nvml.readers import FIELD_ONLY, Handle
+from gpu_exporter.backends.nvml.readers import FIELD_ONLY, FIELD_SCOPES, Handle
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
@@ -92,6 +92,7 @@ _SCOPED_LINK_FIELDS: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetFieldValues", "nvlink_tx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
     ("nvmlDeviceGetFieldValues", "nvlink_rx"): pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
     ("nvmlDeviceGetNvLinkState", ""): pynvml.NVML_FI_DEV_NVLINK_GET_STATE,
+    ("nvmlDeviceGetFieldValues", "nvlink_state"): pynvml.NVML_FI_DEV_NVLINK_GET_STATE,  # raw 0-3
     **{("nvmlDeviceGetFieldValues", selector): field_id for selector, field_id in NVLINK5_FIELD_IDS.items()},
 }
 _NVLINK_STATE = {pynvml.NVML_NVLINK_STATE_INACTIVE: 0.0, pynvml.NVML_NVLINK_STATE_ACTIVE: 1.0}
@@ -104,7 +105,8 @@ def field_of(source: NvmlSource, link: int | None) -> tuple[int, int] | None:
     key = (source.call, source.selector)
     if link is None:
         field_id = DEVICE_FIELDS.get(key)
-        return None if field_id is None else (field_id, 0)
+        scope = FIELD_SCOPES.get(source.selector, 0) if source.call == "nvmlDeviceGetFieldValues" else 0
+        return None if field_id is None else (field_id, scope)
     if key in _SCOPED_LINK_FIELDS:
         return _SCOPED_LINK_FIELDS[key], link
     lanes = _LANE_FIELDS.get(source.selector) if source.call == "nvmlDeviceGetNvLinkErrorCounter" else None
@@ -174,7 +176,7 @@ class FieldBatcher:
             if status != pynvml.NVML_SUCCESS:
                 out[key] = pynvml.NVMLError(status)
                 continue
-            if field_id == pynvml.NVML_FI_DEV_NVLINK_GET_STATE:
+            if field_id == pynvml.NVML_FI_DEV_NVLINK_GET_STATE and item.source.call != "nvmlDeviceGetFieldValues":
                 # Sleep and "active, traffic disabled" are not in the call's vocabulary: ask it.
                 out[key] = _NVLINK_STATE.get(int(value), CALL)
             else:

@@ -18,6 +18,15 @@ C2C_FIELD_IDS: dict[str, int] = {
     "nvlink_ecc_data_errors": pynvml.NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL,
 }
 
+#: NVLink5 bit error rates of the GPU's links together, asked with scopeId UINT_MAX (all links) as DCGM
+#: does (its fields 1215-1218): NVML's encoding, bits 0-7 the exponent E and bits 8-11 the mantissa M of
+#: the rate M × 10^-E (nvml.h, NVML_NVLINK_ERROR_COUNTER_BER_GET).
+BER_FIELD_IDS: dict[str, int] = {
+    "nvlink_symbol_ber": pynvml.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER,
+    "nvlink_effective_ber": pynvml.NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER,
+}
+ALL_LINKS = 0xFFFFFFFF  # scopeId UINT_MAX: NVML's value over every link of the GPU
+
 #: NVLink5 port counters (Blackwell and newer), per link with scopeId = link: counts and bytes since
 #: the driver loaded (NVML fields 201-204, 206-215, 219, 221 and the FEC history bins 235-250).
 NVLINK5_FIELD_IDS: dict[str, int] = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pynvml
 
-from gpu_exporter.backends.nvml.link_fields import C2C_FIELD_IDS, NVLINK5_FIELD_IDS
+from gpu_exporter.backends.nvml.link_fields import ALL_LINKS, BER_FIELD_IDS, C2C_FIELD_IDS, NVLINK5_FIELD_IDS
 from gpu_exporter.backends.nvml.memory_flag import CALL as _UNREPAIRABLE_CALL
 from gpu_exporter.backends.nvml.memory_flag import unrepairable_memory as _unrepairable_memory
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS
@@ -51,12 +51,16 @@ _FIELD_IDS.update(
     }
 )  # fmt: skip
 _FIELD_IDS.update(C2C_FIELD_IDS)  # the C2C link (scopeId 0) and the NVLink data ECC total
+_FIELD_IDS.update(BER_FIELD_IDS)  # NVLink5 bit error rates, encoded (scopeId UINT_MAX)
+#: The scopeId of a field-only value where it is not 0, by selector.
+FIELD_SCOPES: dict[str, int] = dict.fromkeys(BER_FIELD_IDS, ALL_LINKS)
 #: Field-only values, by selector of the ``nvmlDeviceGetFieldValues`` source (also read in the batch).
 FIELD_ONLY: dict[str, int] = _FIELD_IDS
 # Per-link field values (scopeId = link): cumulative KiB since the driver loaded.
 _LINK_FIELD_IDS = {
     "nvlink_tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
     "nvlink_rx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+    "nvlink_state": pynvml.NVML_FI_DEV_NVLINK_GET_STATE,  # the raw state 0-3 (gpu_nvlink_state)
     **NVLINK5_FIELD_IDS,  # NVLink5 port counters and FEC history bins: counts, bytes
 }
 _LINK_ERRORS = {
@@ -296,7 +300,9 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
 ARG_READERS: dict[str, Callable[[Handle, str], float]] = {
     "nvmlDeviceGetTemperature": lambda h, _s: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
     "nvmlDeviceGetTemperatureThreshold": lambda h, s: pynvml.nvmlDeviceGetTemperatureThreshold(h, _THRESHOLDS[s]),
-    "nvmlDeviceGetFieldValues": lambda h, s: field_value(pynvml.nvmlDeviceGetFieldValues(h, [_FIELD_IDS[s]])[0]),
+    "nvmlDeviceGetFieldValues": lambda h, s: field_value(
+        pynvml.nvmlDeviceGetFieldValues(h, [(_FIELD_IDS[s], FIELD_SCOPES.get(s, 0))])[0]
+    ),
     "nvmlDeviceGetClockInfo": lambda h, s: pynvml.nvmlDeviceGetClockInfo(h, _CLOCKS[s]),
     "nvmlDeviceGetMaxClockInfo": lambda h, s: pynvml.nvmlDeviceGetMaxClockInfo(h, _CLOCKS[s]),
     "nvmlDeviceGetApplicationsClock": lambda h, s: pynvml.nvmlDeviceGetApplicationsClock(h, _APP_CLOCKS[s]),

@@ -188,10 +188,11 @@ class Sampler:
         views = tuple(self._view(state, now, notes) for state in list(self._states.values()))
         fabric = self._fabric_samples(now, notes)
         self._forget_vanished(now)
+        wall = self._wall()  # the frame's time, and the last sample's when GPUs answered: one reading
         if any(view.up and view.values for view in views):
-            self._last_success = self._wall()
+            self._last_success = wall
         events = {view.identity.uuid: self._tallies.tally(view.identity.uuid) for view in views}
-        snapshot = self._build(self._clock() - started, views, events, fabric, notes)
+        snapshot = self._build(self._clock() - started, views, events, fabric, notes, wall)
         self.snapshot = snapshot  # the single reference swap scrapes read
         return snapshot
 
@@ -419,6 +420,7 @@ class Sampler:
         events: dict[str, XidTally],
         fabric: dict[Entity, dict[str, float]],
         notes: _CycleNotes | None = None,
+        wall: float | None = None,
     ) -> Snapshot:
         collectors: dict[str, CollectorStatus] = {}
         if notes is not None and self._open:
@@ -446,7 +448,7 @@ class Sampler:
             events=events if self._watch_events else None,
             windows=self._windows.snapshot(),
             stats=stats,
-            wall_time=self._wall(),
+            wall_time=self._wall() if wall is None else wall,
             fabric=fabric,
         )
         return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame), frame.events)

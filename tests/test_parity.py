@@ -33,6 +33,7 @@ NVML_ONLY = {
     "gpu_nvlink_transmit_bytes_total",
     "gpu_nvlink_receive_bytes_total",
     "gpu_nvlink_state",  # NVML's raw 0-3: DCGM has it only as link-entity field 1508, not read by that backend
+    "gpu_nvlink_port_transmit_wait_total",  # link-entity field 1509, likewise
     # NVLink5 port counters: the DCGM backend does not read DCGM's link entities
     *(spec.name for spec in links.ROWS if spec.dcgm is None),
 }

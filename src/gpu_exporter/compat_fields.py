@@ -278,6 +278,8 @@ LINK_ENTITY_FIELDS: dict[int, str] = {
 }
 #: DCGM 1508 (DCGM_FI_DEV_NVLINK_GET_STATE, a link entity's): NVML field 165's raw state 0-3, as DCGM stores it.
 LINK_ENTITY_FIELDS[1508] = "gpu_nvlink_state"
+#: DCGM 1509 (DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT, a link entity's): PRM counter 201 of the link's port.
+LINK_ENTITY_FIELDS[1509] = "gpu_nvlink_port_transmit_wait_total"
 #: DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK: the link's bandwidth, as DCGM's per-link 440-448, 475-480, 494-496.
 LINK_BANDWIDTH = 1529
 #: The link-entity bandwidth fields → the direction they count ("": RX + TX, 1529; 1530 TX only; 1531 RX
@@ -343,10 +345,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
-    (1509, 1509, "NVLink port transmit-wait (PPCNT port_xmit_wait) of a link entity: DCGM reads it with "
-     "nvmlDeviceReadPRMCounters_v1, one nvmlPRMCounter_v1_t {counterId 201, localPort = link index} per link "
-     "(Blackwell and later; nvidia-ml-py 13.615 binds the call and structs), a new per-GPU call that the fake "
-     "and the NVLink collector do not have yet: not read yet"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
     (1532, 1533, "a link entity's NVLink GPM bandwidth: DCGM's GPM manager takes two nvmlGpmSampleGet samples and "
      "asks nvmlGpmMetricsGet for NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC (MiB/s, stored × 2^20 as bytes/s), for "

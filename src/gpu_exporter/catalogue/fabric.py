@@ -29,6 +29,13 @@ NVLINK_ROWS: tuple[MetricSpec, ...] = (
         "2 sleep, 3 active but not usable for traffic", "nvlink",
         NvmlSource("nvmlDeviceGetFieldValues", "nvlink_state"), None, maximum=3, entities=("nvlink",),
     ),
+    row(  # NVML only, as 1508: the DCGM backend watches GPU fields, and 1509 is a link entity's
+        "gpu_nvlink_port_transmit_wait_total", "counter", "",
+        "Ticks in which this NVLink port had data to send but sent none (PPCNT port_xmit_wait, NVML PRM "
+        "counter 201; Blackwell and later): congestion backpressure", "nvlink",
+        NvmlSource("nvmlDeviceReadPRMCounters_v1", "transmit_wait"), None, entities=("nvlink",),
+        every=10,  # a call of its own: a cumulative count loses nothing read every 10 cycles, only freshness
+    ),
     row(
         "gpu_nvlink_transmit_bytes_total", "counter", "bytes", "Data sent over this NVLink since the driver loaded",
         "nvlink", NvmlSource("nvmlDeviceGetFieldValues", "nvlink_tx", KIB), None, entities=("nvlink",),

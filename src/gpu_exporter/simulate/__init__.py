@@ -16,6 +16,7 @@ from gpu_exporter.simulate import (  # noqa: F401
     fields,
     identity,
     platform,
+    prm,
     reliability,
     sensors,
     system,

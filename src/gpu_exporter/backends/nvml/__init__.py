@@ -31,6 +31,8 @@ from gpu_exporter.backends.base import (
 from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_p2p
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
+from gpu_exporter.backends.nvml.prm import CALL as _PRM_CALL
+from gpu_exporter.backends.nvml.prm import read_counters
 from gpu_exporter.backends.nvml.processes import ProcessReader
 from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
@@ -49,6 +51,14 @@ log = logging.getLogger(__name__)
 def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
     """One raw value of a per-NVLink source."""
     return float(LINK_READERS[source.call](handle, link, source.selector))
+
+
+def _prm_raw(prm: Callable[[Handle], Any], handle: Handle, link: int, source: NvmlSource) -> float:
+    """One link's PRM counter from the GPU's one ``nvmlDeviceReadPRMCounters_v1`` of this read."""
+    outcome = prm(handle)[(link, source.selector)]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return float(outcome)
 
 
 _COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
@@ -181,8 +191,13 @@ class NvmlBackend:
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
         compute = _once(self._processes.compute_processes)
         self._read_into(reading, gpu, handle, gpu_asked, batch, compute=compute)
+        # The PRM counters of all links asked: one nvmlDeviceReadPRMCounters_v1, made when first needed.
+        prm_pairs = [
+            (link, source.selector) for link, _e, asked in links for *_, source in asked if source.call == _PRM_CALL
+        ]
+        prm = _once(functools.partial(read_counters, asked=prm_pairs))
         for link, entity, asked in links:
-            self._read_into(reading, entity, handle, asked, batch, link)
+            self._read_into(reading, entity, handle, asked, batch, link, prm=prm)
         instances = {}
         for slot, mig in enumerate(device.migs):
             entity = model.mig(
@@ -251,6 +266,7 @@ class NvmlBackend:
         batch: dict[tuple[str, str], Outcome],
         link: int | None = None,
         compute: Callable[[Handle], Any] | None = None,
+        prm: Callable[[Handle], Any] | None = None,
     ) -> None:
         """Read the asked ``rows`` of one handle (of one of its NVLinks when ``link`` is given) for
         ``entity``; values in ``batch`` came with the handle's field-value call."""
@@ -263,11 +279,13 @@ class NvmlBackend:
             if type(outcome) is float:  # came with the field-value call (its time counted there)
                 out[row] = outcome
                 continue
-            read: Callable[[], float | None] = (
-                functools.partial(self._raw, handle, source, structs, compute)
-                if link is None
-                else functools.partial(_link_raw, handle, link, source)
-            )
+            read: Callable[[], float | None]
+            if link is None:
+                read = functools.partial(self._raw, handle, source, structs, compute)
+            elif prm is not None and source.call == _PRM_CALL:
+                read = functools.partial(_prm_raw, prm, handle, link, source)
+            else:
+                read = functools.partial(_link_raw, handle, link, source)
             if outcome is not None:  # a field-only value's own call is that field again: nothing to recheck
                 read = functools.partial(self._batched, outcome, key, read, source.call != _FIELD_CALL)
             started = time.perf_counter()

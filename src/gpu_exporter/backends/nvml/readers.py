@@ -332,6 +332,7 @@ def supported_link_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetNvLinkState": ("",),
         "nvmlDeviceGetFieldValues": tuple(_LINK_FIELD_IDS),
         "nvmlDeviceGetNvLinkErrorCounter": tuple(_LINK_ERRORS),
+        "nvmlDeviceReadPRMCounters_v1": ("transmit_wait",),  # one call per GPU (prm.py, read by the backend)
     }
     return frozenset((call, selector) for call, names in selectors.items() for selector in names)
 

@@ -548,6 +548,8 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
                 fields[number] = int64(int(own.get(f"platform.{key}", "0"), 0) & 0xFF)
         # 94: DCGM's cached nvmlGpmQueryDeviceSupport answer, 0 when NVML says not supported
         fields[94] = int64(int(int(own.get("gpm_supported", "0"), 0) != 0))
+        # 74: the system's ccFeature, stored for every GPU (0 where NVML does not report it)
+        fields[74] = int64(int(keys.get("conf_compute.cc_feature", "0"), 0))
         if "compute_capability.major" in own and "compute_capability.minor" in own:
             fields[63] = int64(int(own["compute_capability.major"]) << 16 | int(own["compute_capability.minor"]))
         peers = {
@@ -573,6 +575,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             fields[1220] = int64(sum(ecc))
         mig_mode = int(own.get("mig.mode", "0"))
         fields[67] = int64(mig_mode)
+        fields[69] = int64(7 if mig_mode else 0)  # the fake NVML's nvmlDeviceGetMaxMigDeviceCount in MIG mode
         fake.add_gpu(gpu, fields, profiling)
         slots = sorted({int(k.split(".")[1]) for k in own if k.startswith("mig.") and k.split(".")[1].isdigit()})
         for slot in slots if mig_mode else ():

@@ -162,6 +162,9 @@ IDENTITY_SOURCES: dict[int, str] = {
     59: "NVML nvmlDeviceGetPciInfo pciSubSystemId",
     63: "NVML nvmlDeviceGetCudaComputeCapability, major << 16 \\| minor",
     64: "P2P status over NVLink towards each GPU (NVML nvmlDeviceGetP2PStatus): bit g set when OK",
+    69: "NVML nvmlDeviceGetMaxMigDeviceCount while MIG is on, 0 while it is off",
+    74: "NVML nvmlSystemGetConfComputeState ccFeature (the system's confidential-compute feature: 0 off, 1 on; "
+    "0 where NVML says not supported)",
     94: "NVML nvmlGpmQueryDeviceSupport isSupportedDevice: 1 or 0 (0 also where NVML says not supported)",
     **{
         number: f"NVML nvmlDeviceGetPlatformInfo {member}"
@@ -176,6 +179,8 @@ IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM f
     59: lambda dev: dev.pci_subsystem_id,
     63: _capability,
     64: _p2p_bitmap,
+    69: lambda dev: dev.mig_max_slices,
+    74: lambda dev: dev.cc_mode,
     94: lambda dev: None if dev.gpm_supported is None else int(dev.gpm_supported),
     **{number: _placement(number - 573) for number in range(573, 578)},
 }
@@ -316,12 +321,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (4, 4, "host-wide count, not a GPU's value: count(gpu_up) gives it"),
     (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
     (68, 68, "CUDA_VISIBLE_DEVICES: text that DCGM composes for the GPU, not a number NVML reports"),
-    (69, 69, "MIG slice count: DCGM takes it from the GPU-instance profiles of its MIG hierarchy "
-     "(nvmlDeviceGetGpuInstanceProfileInfo), not an NVML field: not read"),
     (70, 73, "CPU affinity: four 64-bit words of nvmlDeviceGetCpuAffinity's CPU bitmask, topology rather than a "
      "sample (which CPUs are near the GPU), with no NVML field id"),
-    (74, 74, "confidential-compute mode: DCGM stores nvmlSystemGetConfComputeState's ccFeature, a system-wide "
-     "setting (the same for every GPU) with no NVML field id, so not in the GPU's field batch: not read yet"),
     (75, 77, "MIG attributes and GPU/compute instance records: binary structs (DCGM blobs), not numbers"),
     (86, 89, "memory affinity bitmasks, not per-GPU samples"),
     (91, 91, "sync-boost groups are a DCGM configuration, not an NVML value"),

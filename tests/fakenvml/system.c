@@ -134,6 +134,28 @@ nvmlReturn_t DECLDIR nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
     return cuda_version(s, t, cudaDriverVersion);
 }
 
+/* conf_compute.cc_feature (0/1) and, optionally, conf_compute.environment and .dev_tools_mode: the
+ * system's confidential-compute state; without cc_feature: NOT_SUPPORTED (no CC-capable GPU). */
+nvmlReturn_t DECLDIR nvmlSystemGetConfComputeState(nvmlConfComputeSystemState_t *state)
+{
+    SYSTEM_PROLOGUE();
+    REQUIRE(state != NULL);
+    const char *feature = fake_get(s, "conf_compute.cc_feature");
+    unsigned long long cc = 0, environment = 0, tools = 0;
+    if (feature == NULL || !fake_value_u64("conf_compute.cc_feature", feature, t, &cc))
+        return NVML_ERROR_NOT_SUPPORTED;
+    const char *text = fake_get(s, "conf_compute.environment");
+    if (text != NULL && !fake_value_u64("conf_compute.environment", text, t, &environment))
+        return NVML_ERROR_NOT_SUPPORTED;
+    text = fake_get(s, "conf_compute.dev_tools_mode");
+    if (text != NULL && !fake_value_u64("conf_compute.dev_tools_mode", text, t, &tools))
+        return NVML_ERROR_NOT_SUPPORTED;
+    state->environment = (unsigned int)environment;
+    state->ccFeature = (unsigned int)cc;
+    state->devToolsMode = (unsigned int)tools;
+    return NVML_SUCCESS;
+}
+
 /* Finds pid among the processes of every present GPU. */
 nvmlReturn_t DECLDIR nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
 {

@@ -81,6 +81,13 @@ class DeviceIdentity:
     #: Whether the GPU supports GPM (GPU performance monitoring) metrics: nvmlGpmQueryDeviceSupport's
     #: isSupportedDevice, DCGM 94; NVML's "not supported" (or no such function) means no; None unread.
     gpm_supported: bool | None = None
+    #: The system's confidential-compute feature (nvmlSystemGetConfComputeState's ccFeature: 0 off,
+    #: 1 on), the same for every GPU, DCGM 74; None where NVML does not report it.
+    cc_mode: int | None = None
+    #: MIG slots of the GPU while MIG is on (nvmlDeviceGetMaxMigDeviceCount; 0 while MIG is off), DCGM 69
+    #: (DCGM takes the larger of it and the GPU-instance profiles' largest slice count: the same, 7, on
+    #: A100 and H100); None where the MIG mode cannot be read.
+    mig_max_slices: int | None = None
 
 
 @dataclass(frozen=True)

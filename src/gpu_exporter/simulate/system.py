@@ -58,6 +58,26 @@ def cuda_version(c: Call, out: Any) -> int:
     return errors.NOT_SUPPORTED if value is None else abi.put(out, value)
 
 
+@system("nvmlSystemGetConfComputeState")
+def conf_compute_state(c: Call, out: Any) -> int:
+    """``conf_compute.cc_feature`` (0/1), ``.environment``, ``.dev_tools_mode``: the system's
+    confidential-compute state; without cc_feature NOT_SUPPORTED."""
+    state = abi.target(out)
+    if state is None:
+        return errors.INVALID_ARGUMENT
+    values = {}
+    for key, default in (("cc_feature", None), ("environment", "0"), ("dev_tools_mode", "0")):
+        text = c.s.get(f"conf_compute.{key}")
+        text = default if text is None else text
+        value = None if text is None else c.lib.uint_value(f"conf_compute.{key}", text, c.t)
+        if value is None:
+            return errors.NOT_SUPPORTED
+        values[key] = value
+    state.environment, state.ccFeature = values["environment"], values["cc_feature"]
+    state.devToolsMode = values["dev_tools_mode"]
+    return errors.SUCCESS
+
+
 @system("nvmlSystemGetProcessName")
 def process_name(c: Call, pid: Any, buf: Any, length: Any) -> int:
     """Searches the processes of every present GPU."""

@@ -19,6 +19,7 @@ from gpu_exporter.backends.dcgm.values import (
     FE_LINK,
     FE_SWITCH,
     FI_BRAND,
+    FI_CC_MODE,
     FI_CHASSIS_SERIAL,
     FI_COMPUTE_CAPABILITY,
     FI_CUDA_DRIVER_VERSION,
@@ -29,6 +30,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_INFOROM_IMAGE,
     FI_INFOROM_OEM,
     FI_INFOROM_POWER,
+    FI_MIG_MAX_SLICES,
     FI_MIG_MODE,
     FI_MINOR_NUMBER,
     FI_NAME,
@@ -189,6 +191,8 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
                 placement=_placement([own.get(number) for number in FI_PLACEMENT]),
                 infiniband_guid=_guid(text(own.get(FI_INFINIBAND_GUID))),
                 gpm_supported=None if _integer(own.get(FI_GPM_SUPPORT)) is None else own.get(FI_GPM_SUPPORT) != 0,
+                cc_mode=_integer(own.get(FI_CC_MODE)),
+                mig_max_slices=_integer(own.get(FI_MIG_MAX_SLICES)),
             )
         )
         topology.gpus[uuid] = gpu.id

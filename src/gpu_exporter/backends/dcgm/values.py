@@ -111,6 +111,7 @@ FI_UUID = 54
 FI_MINOR_NUMBER = 55
 FI_PCI_BUS_ID = 57
 FI_MIG_MODE = 67
+FI_MIG_MAX_SLICES = 69  # DCGM_FI_DEV_MIG_MAX_SLICES: the GPU's MIG slices while MIG is on, else 0
 FI_VBIOS_VERSION = 85
 FI_BRAND = 51
 FI_INFOROM_OEM = 56
@@ -121,6 +122,7 @@ FI_INFOROM_ECC = 80
 FI_INFOROM_POWER = 81
 FI_INFOROM_IMAGE = 82
 FI_GPM_SUPPORT = 94  # DCGM_FI_DEV_GPM_SUPPORT: 1 or 0, as DCGM found it at its start
+FI_CC_MODE = 74  # DCGM_FI_DEV_CC_MODE: the system's confidential-compute feature, 0 off, 1 on
 FI_INFINIBAND_GUID = 571  # DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID: text, 0x and 16 hex digits
 FI_CHASSIS_SERIAL = 572  # DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER; 573-577: slot, tray, host, peer type, module
 FI_PLACEMENT: tuple[int, ...] = (573, 574, 575, 576, 577)
@@ -140,6 +142,7 @@ IDENTITY_FIELDS: tuple[int, ...] = (
     FI_MINOR_NUMBER,
     FI_PCI_BUS_ID,
     FI_MIG_MODE,
+    FI_MIG_MAX_SLICES,
     FI_VBIOS_VERSION,
     FI_BRAND,
     FI_INFOROM_OEM,
@@ -153,6 +156,7 @@ IDENTITY_FIELDS: tuple[int, ...] = (
     FI_CHASSIS_SERIAL,
     *FI_PLACEMENT,
     FI_GPM_SUPPORT,
+    FI_CC_MODE,
 )
 #: Most field ids DCGM accepts in one field group (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
 MAX_FIELDS_PER_GROUP = 128

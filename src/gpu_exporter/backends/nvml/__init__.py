@@ -28,7 +28,7 @@ from gpu_exporter.backends.base import (
     RawReading,
     Request,
 )
-from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_p2p
+from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_cc_mode, with_p2p
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
 from gpu_exporter.backends.nvml.prm import CALL as _PRM_CALL
@@ -145,7 +145,7 @@ class NvmlBackend:
         devices = []
         for index in range(count):
             try:
-                devices.append(open_gpu(index, handles, mig_handles))
+                devices.append(open_gpu(index, handles, mig_handles, self._by_index.get(index)))
             except pynvml.NVMLError as err:
                 known = self._by_index.get(index)
                 if known is None:
@@ -154,8 +154,10 @@ class NvmlBackend:
                 devices.append(known)
                 handles[known.uuid] = self._handles[known.uuid]
                 mig_handles.update({key: h for key, h in self._mig_handles.items() if key[0] == known.uuid})
-        devices = with_p2p(devices, handles)
         changed = set(handles) != set(self._handles)
+        if changed:  # P2P status is between pairs of GPUs: N x (N - 1) calls, only when the set changes
+            devices = with_p2p(devices, handles)
+        devices = with_cc_mode(devices)
         self._handles, self._mig_handles = handles, mig_handles
         self._by_index = {device.index: device for device in devices}
         if self._watch_events and (changed or self._listener is None):

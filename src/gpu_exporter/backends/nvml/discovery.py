@@ -112,11 +112,23 @@ def host_identity() -> HostIdentity:
     )
 
 
-def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str, int], Handle]) -> DeviceIdentity:
-    """Open GPU ``index``: its handle (and its MIG devices' handles) into the maps, its identity back."""
+def open_gpu(
+    index: int,
+    handles: dict[str, Handle],
+    mig_handles: dict[tuple[str, int], Handle],
+    known: DeviceIdentity | None = None,
+) -> DeviceIdentity:
+    """Open GPU ``index``: its handle (and its MIG devices' handles) into the maps, its identity back.
+    A GPU ``known`` from the last enumeration (same UUID) keeps its identity, which does not change
+    while the driver runs: only its MIG mode and MIG devices are read again (they do, e.g. when a DRA
+    driver creates an instance per claim), so enumerating again every 30 s costs a few calls per GPU,
+    not the ~40 of a first look."""
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     uuid = text(pynvml.nvmlDeviceGetUUID(handle))
     handles[uuid] = handle
+    if known is not None and known.uuid == uuid:
+        mig_mode, slots, migs = _migs(uuid, handle, mig_handles, {mig.uuid: mig for mig in known.migs})
+        return replace(known, index=index, mig_mode=mig_mode, mig_max_slices=slots, migs=migs)
 
     def identity(call: Callable[[Handle], Any]) -> str:
         try:
@@ -130,7 +142,7 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
             return None
 
-    mig_mode, migs = _migs(uuid, handle, mig_handles)
+    mig_mode, slots, migs = _migs(uuid, handle, mig_handles)
     pci = number(pynvml.nvmlDeviceGetPciInfo)
     brand = number(pynvml.nvmlDeviceGetBrand)
     capability = number(pynvml.nvmlDeviceGetCudaComputeCapability)
@@ -145,6 +157,7 @@ def open_gpu(index: int, handles: dict[str, Handle], mig_handles: dict[tuple[str
         board_part_number=identity(pynvml.nvmlDeviceGetBoardPartNumber),
         minor_number=identity(pynvml.nvmlDeviceGetMinorNumber),
         mig_mode=mig_mode,
+        mig_max_slices=slots,
         migs=migs,
         nvlinks=_links(handle),
         brand=BRANDS.get(brand, "Unknown") if isinstance(brand, int) else "",
@@ -227,6 +240,21 @@ def with_p2p(devices: Sequence[DeviceIdentity], handles: Mapping[str, Handle]) -
     return out
 
 
+def with_cc_mode(devices: Sequence[DeviceIdentity]) -> list[DeviceIdentity]:
+    """Each GPU with the system's confidential-compute feature (``nvmlSystemGetConfComputeState``'s
+    ccFeature, one call per discovery: it is the host's setting, which DCGM stores per GPU as 74);
+    0 where NVML says not supported, left unset on any other error."""
+    try:
+        mode: int | None = int(pynvml.nvmlSystemGetConfComputeState().ccFeature)
+    except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
+        mode = 0  # no CC-capable GPU or driver: the feature is off (DCGM stores 0 as well)
+    except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+        mode = None
+    if mode is None:
+        return list(devices)
+    return [replace(device, cc_mode=mode) for device in devices]
+
+
 def _links(handle: Handle) -> tuple[int, ...]:
     """NVLinks for which ``nvmlDeviceGetNvLinkState`` answers (GPUs without NVLink: none)."""
     links = []
@@ -241,31 +269,44 @@ def _links(handle: Handle) -> tuple[int, ...]:
     return tuple(links)
 
 
-def _migs(uuid: str, handle: Handle, mig_handles: dict[tuple[str, int], Handle]) -> tuple[str, tuple[MigIdentity, ...]]:
-    """``nvmlDeviceGetMigMode`` then each ``nvmlDeviceGetMigDeviceHandleByIndex`` slot."""
+def _migs(
+    uuid: str,
+    handle: Handle,
+    mig_handles: dict[tuple[str, int], Handle],
+    known: Mapping[str, MigIdentity] | None = None,
+) -> tuple[str, int | None, tuple[MigIdentity, ...]]:
+    """``nvmlDeviceGetMigMode``, ``nvmlDeviceGetMaxMigDeviceCount`` (the MIG slots: DCGM 69, 0 while
+    MIG is off, as DCGM has it) then each ``nvmlDeviceGetMigDeviceHandleByIndex`` slot; a MIG device
+    ``known`` by its UUID keeps its identity (name, instance ids), the others are read."""
     try:
         current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
     except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
-        return "", ()
+        return "", None, ()
     if current != pynvml.NVML_DEVICE_MIG_ENABLE:
-        return "disabled", ()
+        return "disabled", 0, ()
     migs: list[MigIdentity] = []
-    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+    slots = int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    for slot in range(slots):
         try:
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except pynvml.NVMLError_NotFound:
             continue
+        mig_uuid = text(pynvml.nvmlDeviceGetUUID(mig))
+        mig_handles[(uuid, len(migs))] = mig
+        seen = known.get(mig_uuid) if known else None
+        if seen is not None:
+            migs.append(seen)
+            continue
         name = text(pynvml.nvmlDeviceGetName(mig))
         # Drivers name MIG devices "<GPU name> MIG <profile>", e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
         profile = name.rpartition(" MIG ")[2] if " MIG " in name else ""
-        mig_handles[(uuid, len(migs))] = mig
         migs.append(
             MigIdentity(
                 gpu_instance=int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
                 compute_instance=int(pynvml.nvmlDeviceGetComputeInstanceId(mig)),
                 profile=profile,
-                uuid=text(pynvml.nvmlDeviceGetUUID(mig)),
+                uuid=mig_uuid,
                 name=name,
             )
         )
-    return "enabled", tuple(migs)
+    return "enabled", slots, tuple(migs)

@@ -217,7 +217,15 @@ def test_processes_on_a_shared_gpu_named_from_the_api_server(
     ))  # fmt: skip
     exporter = _start(fakenvml_dir, scenario, tmp_path, kubelet, api, "--path.procfs", str(root))
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "gpu_process_memory_used_bytes", pod="nb-b") is not None)
+        # The pods list (process names) and the ResourceSlices (claims to GPUs) are two API sources,
+        # each refreshed on its own: wait until both have answered.
+        parsed = wait_for(
+            exporter,
+            lambda p: (
+                value(p, "gpu_process_memory_used_bytes", pod="nb-b") is not None
+                and value(p, "gpu_allocation_info", gpu="2", pod="nb-b", claim="shared") is not None
+            ),
+        )
         series = {dict(k)["pid"]: (dict(k)["namespace"], dict(k)["pod"], dict(k)["container"], v)
                   for k, v in parsed["gpu_process_memory_used_bytes"].items()}  # fmt: skip
         assert series == {

@@ -1,4 +1,4 @@
-"""The read pool: at most ``size`` reads at once, hung reads replaced, threads bounded and returned."""
+"""The read pool: one thread while reads are quick, at most ``size`` at once, hung reads replaced, threads bounded."""
 
 from __future__ import annotations
 
@@ -89,4 +89,50 @@ def test_stop_drops_queued_reads() -> None:
     pool.stop()
     assert second.busy_since is None and second.result is None  # dropped, not run
     release.set()
+    _until(lambda: pool.threads() == 0)
+
+
+def test_quick_reads_are_drained_by_one_thread() -> None:
+    done = threading.Condition()
+    pool = ReadPool(4, 0.05, done)
+    names: set[str] = set()
+    workers = [Worker(f"gpu{i}-reader", lambda cycle: cycle, done, runs=pool) for i in range(8)]
+    try:
+        for cycle in (1, 2, 3):
+            assert all(worker.trigger(cycle) for worker in workers)
+            _until(lambda: all(w.result is not None and w.result.cycle == cycle for w in workers))  # noqa: B023
+            names.update(thread.name for thread in threading.enumerate() if thread.name.startswith("gpu-reader"))
+        assert pool.threads() == 1  # no check found reads queued: nothing widened the pool
+    finally:
+        pool.stop()
+    _until(lambda: pool.threads() == 0)
+
+
+def test_reads_that_stay_queued_widen_the_pool_up_to_its_size() -> None:
+    done = threading.Condition()
+    pool = ReadPool(3, 1.0, done)  # no read here is slow enough to count as stuck
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+
+    def read(cycle: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.03)
+        with lock:
+            running[0] -= 1
+        return cycle
+
+    workers = [Worker(f"gpu{i}-reader", read, done, runs=pool) for i in range(12)]
+    try:
+        assert all(worker.trigger(1) for worker in workers)
+        assert most[0] <= 1
+        while any(worker.result is None for worker in workers):
+            pool.check()  # the sampler's check while it waits: reads still queued wake one more thread
+            time.sleep(0.01)
+        assert most[0] == 3  # widened while reads stayed queued, never past `size`
+        _until(lambda: pool.threads() == 1)  # with nothing queued, one thread waits for the next cycle
+    finally:
+        pool.stop()
     _until(lambda: pool.threads() == 0)

@@ -1,15 +1,19 @@
-"""A few long-lived threads that run the GPU workers' reads in turn.
+"""A few long-lived threads that run the GPU workers' reads in turn, one of them unless reads queue up.
 
 A thread per GPU woken every cycle costs a thread hand-off per GPU, twice (trigger, then the
-sampler woken by the result), and dozens of threads woken together spend kernel time passing the
-GIL around. Here at most ``size`` reads run at once, each thread taking the next queued worker as
-it finishes one, and only the reads that finish with nothing left queued wake the sampler.
+sampler woken by the result), and threads woken together spend CPU handing the GIL to each other
+(every NVML call releases and takes it again). Here one thread drains the queue of a cycle's reads
+while they are quick; only the reads that finish with nothing left queued wake the sampler.
 
-A read that hangs keeps its thread, as a GPU's own thread would: once a read has run
-``slow_after`` seconds it no longer counts, and :meth:`ReadPool.check` (the sampler calls it while
-it waits) starts another thread so the queue keeps moving. A hung GPU is not triggered again until
-its read returns (the worker stays busy), so threads stay bounded by ``size`` plus the reads hung
-at once; a thread that returns from a hung read while ``size`` others exist ends.
+The pool widens only when reads stay queued: each :meth:`ReadPool.check` (the sampler calls it
+every ``slow_after`` seconds while it waits) that finds reads still queued wakes one more thread,
+up to ``size`` draining at once, so slow driver calls on a big host still overlap. A read that
+hangs keeps its thread, as a GPU's own thread would: once it has run ``slow_after`` seconds it no
+longer counts, and the next check wakes or starts another thread so the queue keeps moving. A hung
+GPU is not triggered again until its read returns (its worker stays busy), so threads stay bounded
+by ``size`` plus the reads hung at once. A thread that finds the queue empty ends when another
+already waits idle or more than ``size`` threads exist: one waits for the next cycle, so a widened
+pool goes back to a single thread.
 """
 
 from __future__ import annotations
@@ -17,42 +21,57 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.worker import Worker
 
 
+@dataclass
+class _Reader:
+    """One pool thread: ``wake`` set to send it draining; ``since`` the monotonic start of its
+    current read (None between reads); ``idle`` while it waits for ``wake``."""
+
+    wake: threading.Event = field(default_factory=threading.Event)
+    since: float | None = None
+    idle: bool = False
+
+
 class ReadPool:
-    """Runs submitted workers' :meth:`Worker.execute` on at most ``size`` threads that are not
-    stuck; ``done`` is notified when a read finishes with nothing queued."""
+    """Runs submitted workers' :meth:`Worker.execute` on pool threads, one draining the queue and
+    more (up to ``size`` not stuck) while reads stay queued; ``done`` is notified when a read
+    finishes with nothing queued."""
 
     def __init__(self, size: int, slow_after: float, done: threading.Condition, name: str = "gpu-reader") -> None:
         self._size = size
         self._slow_after = slow_after
         self._done = done
         self._name = name
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._queued: deque[Worker[Any]] = deque()
-        self._reading_since: dict[int, float | None] = {}  # thread number → monotonic start of its read
+        self._readers: dict[int, _Reader] = {}  # thread number → its state
+        self._idle: list[int] = []  # idle thread numbers, the last to go idle woken first
         self._serial = 0
         self._stopping = False
 
     def submit(self, worker: Worker[Any]) -> None:
-        """Queue ``worker``'s read; a thread takes it when one is free."""
+        """Queue ``worker``'s read; wake a thread only when none that is not stuck is draining."""
         with self._lock:
             self._queued.append(worker)
-            self._add_threads()
-            self._lock.notify()
+            if not self._stopping and self._draining() == 0:
+                self._wake_one()
 
     def check(self) -> None:
-        """Start threads in place of reads running longer than ``slow_after`` while reads are queued."""
+        """While reads are queued, wake one more thread (up to ``size`` draining that are not stuck
+        in a read longer than ``slow_after``)."""
         with self._lock:
-            self._add_threads()
+            if self._queued and not self._stopping and self._draining() < self._size:
+                self._wake_one()
 
     def threads(self) -> int:
         """Threads alive now (for tests and self-checks)."""
         with self._lock:
-            return len(self._reading_since)
+            return len(self._readers)
 
     def stop(self) -> None:
         """End the idle threads now and the others when their read returns; queued reads are dropped."""
@@ -60,39 +79,58 @@ class ReadPool:
             self._stopping = True
             dropped = list(self._queued)
             self._queued.clear()
-            self._lock.notify_all()
+            for number in self._idle:
+                self._readers[number].wake.set()
+            self._idle.clear()
         for worker in dropped:
             worker.stop()
             worker.execute()  # a stopped worker only clears its busy mark
 
-    def _add_threads(self) -> None:
-        """Under the lock: enough threads that are idle or reading for less than ``slow_after``."""
-        if not self._queued or self._stopping:
-            return
+    def _draining(self) -> int:
+        """Under the lock: threads draining the queue and not stuck in a slow read."""
         now = time.monotonic()
-        usable = sum(1 for since in self._reading_since.values() if since is None or now - since < self._slow_after)
-        for _ in range(min(self._size - usable, len(self._queued))):
-            self._serial += 1
-            number = self._serial
-            self._reading_since[number] = None
-            threading.Thread(target=self._run, args=(number,), name=f"{self._name}-{number}", daemon=True).start()
+        return sum(
+            1
+            for reader in self._readers.values()
+            if not reader.idle and (reader.since is None or now - reader.since < self._slow_after)
+        )
+
+    def _wake_one(self) -> None:
+        """Under the lock: send the most recently idle thread draining, or start one."""
+        if self._idle:
+            reader = self._readers[self._idle.pop()]
+            reader.idle = False
+            reader.wake.set()
+            return
+        self._serial += 1
+        number = self._serial
+        self._readers[number] = _Reader()
+        threading.Thread(target=self._run, args=(number,), name=f"{self._name}-{number}", daemon=True).start()
 
     def _run(self, number: int) -> None:
+        reader = self._readers[number]
+        thread = threading.current_thread()
         while True:
             with self._lock:
-                while not self._queued and not self._stopping and len(self._reading_since) <= self._size:
-                    self._lock.wait()
-                if self._stopping or not self._queued:  # stopping, or one thread more than needed
-                    del self._reading_since[number]
+                if self._stopping or (not self._queued and (self._idle or len(self._readers) > self._size)):
+                    del self._readers[number]
                     return
-                worker = self._queued.popleft()
-                self._reading_since[number] = time.monotonic()
-            thread = threading.current_thread()
+                if not self._queued:
+                    reader.idle = True
+                    reader.wake.clear()
+                    self._idle.append(number)
+                    worker = None
+                else:
+                    worker = self._queued.popleft()
+                    reader.since = time.monotonic()
+            if worker is None:
+                reader.wake.wait()
+                continue
             thread.name = worker.name  # a hung read shows as its GPU's in logs and thread dumps
             worker.execute()
             thread.name = f"{self._name}-{number}"
             with self._lock:
-                self._reading_since[number] = None
+                reader.since = None
                 last = not self._queued
             if last:
                 with self._done:

@@ -48,7 +48,7 @@ __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
 
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
-#: GPU reads in flight at once; more wait for one to finish (the read pool's threads).
+#: Most GPU reads in flight at once (the read pool widens to it only while reads stay queued).
 READ_CONCURRENCY = 4
 #: A read busy this long (real seconds) no longer counts against READ_CONCURRENCY: the pool starts
 #: another thread in place of the one it holds.
@@ -198,9 +198,9 @@ class Sampler:
 
     def _trigger(self, cycle: int) -> list[RootState]:
         """Trigger every idle root's worker (a busy one, still in an earlier read, is left alone).
-        GPU reads queue on the read pool, at most ``READ_CONCURRENCY`` at once: dozens of reader
-        threads started together spend kernel time handing the GIL to each other (every NVML call
-        releases it)."""
+        GPU reads queue on the read pool: one thread drains them while they are quick, up to
+        ``READ_CONCURRENCY`` while they stay queued; reader threads woken together spend CPU handing
+        the GIL to each other (every NVML call releases it)."""
         return [state for state in self._roots() if state.worker.trigger(cycle)]
 
     def _wait(self, finished: Callable[[], bool], deadline: float) -> None:

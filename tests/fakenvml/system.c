@@ -308,6 +308,8 @@ struct delivered {
 };
 
 static pthread_mutex_t g_event_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Bumped (under g_event_mu) when a registration or a delivery changes what a wait may deliver. */
+static unsigned long long g_event_generation;
 static struct delivered *g_delivered; /* every Xid ever delivered, across re-reads */
 static size_t g_n_delivered;
 
@@ -365,23 +367,26 @@ nvmlReturn_t DECLDIR nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long
     nvmlReturn_t r = NVML_ERROR_INVALID_ARGUMENT;
     if (set->magic == FAKE_EVENT_SET_MAGIC) {
         set->mask[c.gpu] |= eventTypes;
+        g_event_generation++;
         r = NVML_SUCCESS;
     }
     pthread_mutex_unlock(&g_event_mu);
     return r;
 }
 
-/* Earliest due, undelivered Xid of a present, not-lost GPU registered on set; caller holds g_event_mu. */
-static bool next_due_xid(const struct nvmlEventSet_st *set, const struct fake_scenario *s, double t, int *gpu_out,
-                         unsigned long long *code_out, long long *due_out)
+/* Earliest undelivered Xid of a GPU registered on set for Xids; caller holds g_event_mu. With
+ * `due_only`, only one due by t of a present, not-lost GPU (the one to deliver); without, whenever
+ * and whatever the GPU's state (when the next one may be due: a wait need not look before). */
+static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenario *s, double t, bool due_only,
+                     int *gpu_out, unsigned long long *code_out, long long *due_out)
 {
     bool found = false;
-    unsigned count = fake_device_count(s, t);
+    unsigned count = due_only ? fake_device_count(s, t) : FAKE_MAX_GPUS;
     for (unsigned g = 0; g < count; g++) {
-        if (!(set->mask[g] & nvmlEventTypeXidCriticalError) || !fake_device_present(s, g, t))
+        if (!(set->mask[g] & nvmlEventTypeXidCriticalError))
             continue;
         double lost;
-        if (fake_gpu_f64(s, (int)g, t, "lost_after", &lost) && t >= lost)
+        if (due_only && (!fake_device_present(s, g, t) || (fake_gpu_f64(s, (int)g, t, "lost_after", &lost) && t >= lost)))
             continue;
         const char *list = fake_gpu_str(s, (int)g, "xid");
         if (list == NULL)
@@ -401,7 +406,7 @@ static bool next_due_xid(const struct nvmlEventSet_st *set, const struct fake_sc
             if (!fake_value_u64("xid code", item, 0, &code) || !fake_value_f64("xid time", at + 1, 0, &when))
                 continue;
             long long due_us = (long long)(when * 1e6);
-            if (when > t || was_delivered((int)g, code, due_us))
+            if ((due_only && when > t) || was_delivered((int)g, code, due_us))
                 continue;
             if (!found || due_us < *due_out) {
                 found = true;
@@ -414,8 +419,16 @@ static bool next_due_xid(const struct nvmlEventSet_st *set, const struct fake_sc
     return found;
 }
 
-/* Waits in slices of at most 50 ms, holding no lock while asleep, so Xids that fall due and
- * scenario rewrites are noticed while other threads keep calling. */
+/* A real driver's wait sleeps in the kernel until an event or the timeout; the fake polls, and each
+ * wake-up costs the waiting process CPU a real driver does not (tens of µs on a VM), so it sleeps
+ * until the next Xid falls due or this long, whichever is sooner: a rewritten scenario is noticed
+ * at most a slice late. */
+#define FAKE_EVENT_SLICE_S 0.25
+
+/* Waits in slices, holding no lock while asleep, so Xids that fall due and scenario rewrites are
+ * noticed while other threads keep calling. The registered GPUs' Xid lists are scanned again only
+ * when the scenario, a registration or a delivery changed, or when the earliest undelivered Xid may
+ * be due: a slice with nothing due costs a clock and a stat. */
 static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     const struct fake_scenario *s0;
@@ -425,6 +438,9 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
         return r;
     REQUIRE(set != NULL && data != NULL);
     double deadline = fake_now_mono() + timeoutms / 1000.0;
+    const struct fake_scenario *scanned = NULL; /* the scenario next_at was found in */
+    unsigned long long scanned_generation = 0;
+    double next_at = 0; /* seconds since init before which no Xid can be due; 1e300: none */
     for (;;) {
         const struct fake_scenario *s = fake_scenario_now();
         double t = fake_elapsed();
@@ -433,8 +449,14 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
         long long due = 0;
         pthread_mutex_lock(&g_event_mu);
         bool alive = set->magic == FAKE_EVENT_SET_MAGIC;
-        bool found = alive && next_due_xid(set, s, t, &gpu, &code, &due);
+        if (alive && (s != scanned || g_event_generation != scanned_generation)) {
+            next_at = next_xid(set, s, t, false, &gpu, &code, &due) ? (double)(due - 1) / 1e6 : 1e300;
+            scanned = s;
+            scanned_generation = g_event_generation;
+        }
+        bool found = alive && t >= next_at && next_xid(set, s, t, true, &gpu, &code, &due);
         if (found) {
+            g_event_generation++;
             struct delivered *grown = realloc(g_delivered, (g_n_delivered + 1) * sizeof *grown);
             if (grown != NULL) {
                 g_delivered = grown;
@@ -456,7 +478,10 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
         double left = deadline - fake_now_mono();
         if (left <= 0)
             return NVML_ERROR_TIMEOUT;
-        fake_sleep(left < 0.05 ? left : 0.05);
+        double slice = next_at - fake_elapsed(); /* wake when the next Xid falls due ... */
+        if (slice > FAKE_EVENT_SLICE_S)
+            slice = FAKE_EVENT_SLICE_S; /* ... or a slice later, to notice a rewritten scenario */
+        fake_sleep(left < slice ? left : slice);
     }
 }
 

@@ -244,8 +244,10 @@ class Sampler:
             self._memo.rediscovered()
             self._enumerated_at = now
             self._adopt(outcome.devices, now)
-            if self._fabric is None:  # also the backend's host-wide duties (events, port changes)
-                self._fabric = RootState(Worker("fabric-reader", self._read_fabric, self._done, self._clock))
+            if self._fabric is None:  # also the backend's host-wide duties (events, port changes); on
+                # the read pool after the GPUs: a thread of its own woke (and woke the sampler) every cycle
+                fabric = Worker("fabric-reader", self._read_fabric, self._done, self._clock, runs=self._reads)
+                self._fabric = RootState(fabric)
             devices = outcome.devices
             log.info(
                 "%s backend ready: driver %s, %d GPU(s): %s", backend, outcome.host.driver_version or "?",

@@ -77,3 +77,40 @@ def test_mig_max_slices(fakenvml_dir: Path, tmp_path: Path) -> None:
         for labels, got in parsed["DCGM_FI_DEV_MIG_MAX_SLICES"].items():  # a MIG GPU's are per instance (-d f)
             by_gpu.setdefault(dict(labels)["gpu"], set()).add(got)
         assert by_gpu == want, (name, by_gpu)
+
+
+def test_a_value_called_unsupported_is_asked_again_only_when_the_devices_change(
+    fakenvml_dir: Path, tmp_path: Path
+) -> None:
+    # GPU 3 of h100x4 has no temperature.margin: nvmlDeviceGetMarginTemperature is NOT_SUPPORTED there
+    # (a row read every 5 cycles). Enumerations finding the same GPUs must not ask it again (the retry
+    # interval is an hour here); one that finds a GPU added must.
+    text = (SCENARIOS / "h100x4.scn").read_text()
+    scenario = tmp_path / "h100x4.scn"
+    scenario.write_text(text)
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "0.5s", "--gpu.rediscover-interval", "1s",
+        "--unsupported.retry-interval", "1h", trace=True, wait_for="/readyz",
+    )  # fmt: skip
+    asked = "nvmlDeviceGetMarginTemperature gpu3"
+    try:
+        trace = exporter.trace_path
+        assert trace is not None
+        assert asked in trace.read_text().splitlines()  # the first read asked it
+        trace.write_bytes(b"")
+        time.sleep(3.6)  # about three enumerations finding the same GPUs, the row due about once a 2.5 s
+        again = trace.read_text().splitlines()
+        counted = _symbols(again)
+        assert counted["nvmlDeviceGetCount_v2"] + counted["nvmlDeviceGetCount"] >= 2  # it did enumerate
+        assert asked not in again
+        added = (line.replace("gpu3.", "gpu4.", 1) for line in text.splitlines() if line.startswith("gpu3."))
+        gpu4 = "\n".join(added).replace("5d8f6a0b1c33", "5d8f6a0b1c34").replace("1652323003473", "1652323003474")
+        grown = text.replace("device_count = 4\n", "device_count = 5\n")
+        scenario.write_text(grown + "\n" + gpu4.replace("00000000:78:00.0", "00000000:79:00.0") + "\n")
+        deadline = time.monotonic() + 15
+        while asked not in trace.read_text().splitlines():
+            assert time.monotonic() < deadline, "not asked again after a GPU was added"
+            time.sleep(0.2)
+        assert value(samples(exporter.metrics()), "gpu_up", gpu="4") == 1
+    finally:
+        exporter.stop()

@@ -258,7 +258,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--unsupported.retry-interval", "unsupported_retry", ("unsupported", "retry-interval"),
            _timeout(1.0, 86400.0),
            "How often a value the driver called unsupported is asked for again, 1s to 24h (default 1m); it "
-           "is also asked again after every re-enumeration.", "DURATION"),
+           "is also asked again after a re-enumeration that finds the devices changed.", "DURATION"),
     Option("--collector.processes.max-per-gpu", "max_processes", ("collector", "processes", "max-per-gpu"),
            _integer(1, 1024),
            "Process series per GPU or MIG instance, largest memory first; the rest are summed into one "

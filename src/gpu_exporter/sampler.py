@@ -259,9 +259,18 @@ class Sampler:
             self._down_reason = outcome.reason
             self._open_backoff.failed(now)
         elif outcome.kind == "discovered":
-            self._memo.rediscovered()
+            answering = {
+                uuid: state.identity
+                for uuid, state in self._states.items()
+                if not state.lost and state.vanished_at is None
+            }
             self._enumerated_at = now
             self._adopt(outcome.devices, now)
+            if {device.uuid: device for device in outcome.devices} != answering:
+                # A GPU or MIG device came, went or came back (a reset may change what it supports):
+                # ask every pair again. The periodic re-enumeration that finds the same devices asks
+                # nothing again, the retry interval does (it re-asked every pair every 30 s).
+                self._memo.rediscovered()
             if self._needs_rediscovery():
                 self._discover_backoff.failed(now)
             else:

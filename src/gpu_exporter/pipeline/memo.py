@@ -43,7 +43,7 @@ class UnsupportedMemo:
             first = (uid, what) not in {(u, w) for (u, _k), w in self._what.items()}
             self._what[(uid, key)] = what
         if first:
-            log.info("%s: %s; asked again every %.0fs and after each rediscovery", uid, what, self._retry)
+            log.info("%s: %s; asked again every %.0fs and when the devices change", uid, what, self._retry)
 
     def remembers_any(self) -> bool:
         """True while any pair is remembered as unsupported (else :meth:`answered` has nothing to do)."""
@@ -61,6 +61,6 @@ class UnsupportedMemo:
             log.info("%s: answers again (was: %s)", uid, what)
 
     def rediscovered(self) -> None:
-        """Ask every pair again in the next read (what was logged stays logged)."""
+        """Ask every pair again in the next read (what was logged stays logged): the devices changed."""
         with self._lock:
             self._until.clear()

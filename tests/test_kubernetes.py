@@ -49,7 +49,13 @@ def test_allocations_from_the_kubelet_asked_once_per_refresh(
 ) -> None:
     exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms", *_flags(kubelet))
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="nb-2") == 1)
+        # Each GPU joins the kubelet's answer at its own read: wait until every GPU's read has.
+        parsed = wait_for(
+            exporter,
+            lambda p: all(
+                value(p, "gpu_allocation_info", pod=name) == 1 for name in ("nb-2", "trainer-0", "viz-1", "nb-1")
+            ),
+        )
         assert (
             value(parsed, "gpu_allocation_info", gpu="0", uuid=GPU0, namespace="ml", pod="trainer-0", container="main")
             == 1
@@ -123,8 +129,16 @@ def test_the_first_answer_counts_even_before_the_gpus_are_known(
         "--kubernetes.pod-resources-socket", kubelet.socket_path,
     )  # fmt: skip
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", pod="viz-1") == 1, timeout=5)
-        assert value(parsed, "gpu_allocation_info", gpu="0", pod="trainer-0") == 1
+        # Each GPU joins the answer at its own read, so one snapshot may show one pod and not yet the
+        # other; both must come from the first answer, long before the 10 s refresh.
+        wait_for(
+            exporter,
+            lambda p: (
+                value(p, "gpu_allocation_info", pod="viz-1") == 1
+                and value(p, "gpu_allocation_info", gpu="0", pod="trainer-0") == 1
+            ),
+            timeout=5,
+        )
         assert kubelet.calls == 1
     finally:
         exporter.stop()

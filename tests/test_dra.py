@@ -99,7 +99,12 @@ def test_dra_and_device_plugin_on_one_node(
     )
     exporter = _start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, kubelet, api)
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "gpu_allocation_info", gpu="2", pod="trainer-0") == 1)
+        # Each GPU joins the sources' answers at its own read: wait until GPUs 0, 1 and 2 all have.
+        parsed = wait_for(
+            exporter,
+            lambda p: all(value(p, "gpu_allocation_info", gpu=gpu, pod=name) == 1
+                          for gpu, name in (("0", "infer"), ("1", "trainer-0"), ("2", "trainer-0"))),
+        )  # fmt: skip
         dra = {"namespace": "ml", "pod": "trainer-0", "container": "main", "claim": "trainer-0-gpu",
                "claim_namespace": "ml"}  # fmt: skip
         assert value(parsed, "gpu_allocation_info", gpu="1", uuid=GPUS[1], **dra) == 1

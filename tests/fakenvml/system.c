@@ -424,6 +424,8 @@ static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenar
  * until the next Xid falls due or this long, whichever is sooner: a rewritten scenario is noticed
  * at most a slice late. */
 #define FAKE_EVENT_SLICE_S 0.25
+/* How soon a wait looks again while the earliest undelivered Xid is already due but was not delivered. */
+#define FAKE_EVENT_RECHECK_S 0.05
 
 /* Waits in slices, holding no lock while asleep, so Xids that fall due and scenario rewrites are
  * noticed while other threads keep calling. The registered GPUs' Xid lists are scanned again only
@@ -481,6 +483,8 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
         double slice = next_at - fake_elapsed(); /* wake when the next Xid falls due ... */
         if (slice > FAKE_EVENT_SLICE_S)
             slice = FAKE_EVENT_SLICE_S; /* ... or a slice later, to notice a rewritten scenario */
+        else if (slice <= 0)
+            slice = FAKE_EVENT_RECHECK_S; /* due but not deliverable now (a lost or absent GPU's): no spin */
         fake_sleep(left < slice ? left : slice);
     }
 }

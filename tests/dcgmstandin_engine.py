@@ -1,0 +1,94 @@
+"""The stand-in's engine in a process of its own (tests/dcgmstandin/sitecustomize.py): a
+:class:`~tests.dcgmfake.FakeDcgm` built from a fake-NVML scenario file and kept in step with it.
+
+- the file is read again when its modification time or size changes (GPUs' values, links, P2P);
+- ``gpuN.lost_after = S``: from S seconds after the engine started, GPU N's status is Lost (the fake's
+  ``entity_status``, or its ``lose_gpu`` where it has one); removing the key brings it back;
+- the engine's clock is the wall clock in µs, as a host engine's sample timestamps are.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import ModuleType
+
+from gpu_exporter.backends.dcgm.releases import parse_version
+from gpu_exporter.backends.dcgm.values import FE_GPU, ST_GPU_IS_LOST
+from tests.dcgmfake import FakeDcgm, from_scenario, scenario_keys
+from tests.dcgmlib_standin import StandInLibrary, install, release_of
+
+#: State a scenario describes; watches, connections and groups stay the engine's.
+HOST_STATE = ("entity_list", "values", "globals", "link_state", "p2p", "profiling_support")
+
+
+class ScenarioEngine:
+    """Keeps ``engine`` equal to what the scenario file says, called before every C function."""
+
+    def __init__(self, path: Path, engine: FakeDcgm) -> None:
+        self.path = path
+        self.engine = engine
+        self.started = time.monotonic()
+        self.seen: tuple[float, int] | None = None
+        self.lost_after: dict[int, float] = {}
+        self.lost: set[int] = set()
+        self.refresh()
+
+    def _build(self, text: str) -> FakeDcgm:
+        return from_scenario(text)
+
+    def refresh(self) -> None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return
+        if self.seen != (stat.st_mtime, stat.st_size):
+            self.seen = (stat.st_mtime, stat.st_size)
+            text = self.path.read_text()
+            fresh = self._build(text)
+            for name in HOST_STATE:
+                setattr(self.engine, name, getattr(fresh, name))
+            keys = scenario_keys(text)
+            self.lost_after = {
+                int(key[3:].split(".", 1)[0]): float(value)
+                for key, value in keys.items()
+                if key.startswith("gpu") and key.endswith(".lost_after")
+            }
+        self.engine.clock_us = time.time_ns() // 1000
+        elapsed = time.monotonic() - self.started
+        lost = {gpu for gpu, after in self.lost_after.items() if elapsed >= after}
+        for gpu in lost - self.lost:
+            self._set_lost(gpu, True)
+        for gpu in self.lost - lost:
+            self._set_lost(gpu, False)
+        self.lost = lost
+
+    def _set_lost(self, gpu: int, lost: bool) -> None:
+        own = getattr(self.engine, "lose_gpu" if lost else "recover_gpu", None)
+        if callable(own):
+            own(gpu)
+        elif lost:
+            self.engine.entity_status[(FE_GPU, gpu)] = ST_GPU_IS_LOST
+        else:
+            self.engine.entity_status.pop((FE_GPU, gpu), None)
+
+
+def new_engine(release: tuple[int, int, int]) -> FakeDcgm:
+    """A fresh engine playing ``release`` (the fake's ``release`` knob, where it has one)."""
+    engine = FakeDcgm()
+    if hasattr(engine, "release"):
+        engine.release = release
+    return engine
+
+
+def install_from_environment(structs: ModuleType) -> StandInLibrary:
+    """Install the stand-in into ``structs`` over the engine ``DCGM_STANDIN_SCENARIO`` describes."""
+    named = os.environ.get("DCGM_STANDIN_RELEASE")
+    release = parse_version(named) if named else release_of(structs)
+    assert release is not None, f"DCGM_STANDIN_RELEASE={named!r} is not a release (4.4.2)"
+    engine = new_engine(release)
+    scenario = ScenarioEngine(Path(os.environ["DCGM_STANDIN_SCENARIO"]), engine)
+    library = install(structs, engine, release)
+    library.before_call = scenario.refresh
+    return library

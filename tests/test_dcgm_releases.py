@@ -1,0 +1,342 @@
+"""The DCGM backend on NVIDIA's real, unmodified Python bindings of DCGM 3.3.9, 4.4.2 and 4.6.0, over the
+stand-in libdcgm (tests/dcgmlib_standin.py: the C library's and group managers' rules per release, the
+engine being tests/dcgmfake.py's FakeDcgm).
+
+In process: the real adapter (``PydcgmAdapter``) against each release's bindings. Out of process: the
+real ``gpu-exporter`` with default flags, its bindings from ``DCGM_PYTHON_PATH``, the stand-in installed
+at start (tests/dcgmstandin/sitecustomize.py) over a scenario file, compared with the NVML backend on
+the fake NVML and the same scenario; a GPU lost at run time (``gpuN.lost_after`` added to the file).
+
+The bindings are NVIDIA's, not the project's: they are found through ``DCGM_BINDINGS_DIR`` or
+``../shared/dcgm-bindings`` beside the repository (one folder per release, ``v4.4.2``), and every test
+here is skipped, saying so, where they are not.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_exporter.backends.dcgm.adapter import (
+    DcgmError,
+    DcgmModuleNotLoaded,
+    PydcgmAdapter,
+    load_adapter,
+)
+from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
+from gpu_exporter.backends.dcgm.values import (
+    FE_GPU,
+    FE_LINK,
+    FT_DOUBLE,
+    FT_INT64,
+    FT_STRING,
+    ST_BADPARAM,
+    ST_MODULE_NOT_LOADED,
+    ST_PROFILING_NOT_SUPPORTED,
+)
+from tests.dcgmfake import FakeDcgm, from_scenario
+from tests.dcgmlib_standin import StandInLibrary, install
+from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
+from tests.test_parity import NVML_ONLY, comparable, whole_mib
+
+RELEASES = ["3.3.9", "4.4.2", "4.6.0"]
+BINDINGS = Path(os.environ.get("DCGM_BINDINGS_DIR") or REPO.parent / "shared" / "dcgm-bindings")
+#: Every module of a bindings folder (forgotten between releases, so each test imports its own).
+MODULES = (
+    "dcgm_structs", "dcgm_agent", "dcgm_fields", "dcgmvalue", "dcgm_errors", "dcgm_structs_internal",
+    "dcgm_agent_internal", "dcgm_fields_internal", "pydcgm", "DcgmHandle", "DcgmSystem", "DcgmGroup",
+    "DcgmFieldGroup", "DcgmReader",
+)  # fmt: skip
+PREFIX = "gpu-exporter-releases-"
+#: Temperature (int), power (double), framebuffer used (int, MiB), UUID (string): known to every release.
+FIELDS = {150: FT_INT64, 155: FT_DOUBLE, 252: FT_INT64, 54: FT_STRING}
+#: A field id the release's engine does not know (the next release added it).
+UNKNOWN = {"3.3.9": 94, "4.4.2": 1507, "4.6.0": 1600}
+GPUS = 4  # in h100x4.scn
+STANDIN = REPO / "tests" / "dcgmstandin"
+
+
+def bindings(release: str) -> Path:
+    folder = BINDINGS / f"v{release}"
+    if not (folder / "dcgm_agent.py").is_file():
+        pytest.skip(
+            f"NVIDIA's DCGM {release} bindings not found in {folder}: set DCGM_BINDINGS_DIR to the folder "
+            "holding v3.3.9/, v4.4.2/ and v4.6.0/"
+        )
+    return folder
+
+
+def _forget() -> None:
+    for name in MODULES:
+        sys.modules.pop(name, None)
+    sys.path[:] = [entry for entry in sys.path if not entry.startswith(str(BINDINGS))]
+
+
+# --- in process: the adapter over the real bindings ------------------------------------------------
+
+
+class Host:
+    """The real adapter, its stand-in library and the engine behind them, for one release."""
+
+    def __init__(self, adapter: PydcgmAdapter, library: StandInLibrary, engine: FakeDcgm, release: str) -> None:
+        self.adapter, self.library, self.engine, self.release = adapter, library, engine, release
+
+
+@pytest.fixture(params=RELEASES)
+def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    release: str = request.param
+    folder = bindings(release)
+    _forget()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", str(folder))
+    try:
+        adapter = load_adapter()
+        assert adapter.source == str(folder)
+        import dcgm_structs  # the release's, as the adapter imported it
+
+        engine = from_scenario((SCENARIOS / "h100x4.scn").read_text())
+        if hasattr(engine, "release"):
+            engine.release = parse_version(release)
+        library = install(dcgm_structs, engine)
+        adapter.connect(None, 5000)
+        yield Host(adapter, library, engine, release)
+        adapter.disconnect()
+    finally:
+        _forget()
+
+
+def gpus(adapter: PydcgmAdapter) -> list[int]:
+    return [e.id for e in adapter.entities() if e.group == FE_GPU]
+
+
+def test_connects_embedded_and_standalone_with_the_releases_call(host: Host) -> None:
+    import dcgm_agent
+
+    build = dcgm_agent.dcgmVersionInfo().rawBuildInfoString
+    assert parse_version(build.decode() if isinstance(build, bytes) else build) == parse_version(host.release)
+    host.adapter.connect("localhost:5555", 5000)
+    connect = "dcgmConnect_v3" if host.release >= "4.5" else "dcgmConnect_v2"
+    assert host.library.calls.count(connect) == 1, host.library.calls
+    assert gpus(host.adapter) == list(range(GPUS))
+    with pytest.raises(DcgmError):
+        host.adapter.connect("127.0.0.1:1", 1000)  # nothing answers there
+
+
+def test_entities_links_and_p2p(host: Host) -> None:
+    entities = host.adapter.entities()
+    assert [e.id for e in entities if e.group == FE_GPU] == list(range(GPUS))
+    links = {(e.parent, e.link) for e in entities if e.group == FE_LINK}
+    assert links == {((group, owner), port) for group, owner, port in host.adapter.link_states()}
+    assert links, "h100x4 has NVLinks"
+    p2p = host.adapter.p2p_status()
+    if host.release < "4.4":
+        assert p2p == {}, "3.x has no dcgmGetNvLinkP2PStatus"
+    else:
+        assert p2p[0][1] == host.engine.p2p[0][1]
+
+
+def test_watched_fields_come_back_typed_for_every_gpu(host: Host) -> None:
+    name = f"{PREFIX}latest"
+    assert host.adapter.watch(name, [(FE_GPU, gpu) for gpu in range(GPUS)], sorted(FIELDS), 1_000_000, 5.0) == {}
+    try:
+        host.adapter.update_all()
+        values = host.adapter.latest(name)
+    finally:
+        host.adapter.unwatch(name)
+    got = {(v.entity, v.field_id): (v.field_type, v.value) for v in values}
+    want = {(gpu, f): host.engine.values[(FE_GPU, gpu)][f][:2] for gpu in range(GPUS) for f in FIELDS}
+    assert got == want
+
+
+def test_a_field_group_with_an_id_the_release_does_not_know_is_refused_whole(host: Host) -> None:
+    import dcgm_fields
+
+    unknown = UNKNOWN[host.release]
+    assert unknown not in known_ids(parse_version(host.release) or (0, 0, 0))
+    assert dcgm_fields.DcgmFieldGetById(unknown) is None and dcgm_fields.DcgmFieldGetById(150).fieldId == 150
+    with pytest.raises(DcgmError) as raised:
+        host.adapter.watch(f"{PREFIX}unknown", [(FE_GPU, 0)], [150, unknown], 1_000_000, 5.0)
+    assert raised.value.code == ST_BADPARAM
+
+
+def test_latest_of_and_its_entity_limit(host: Host) -> None:
+    name = f"{PREFIX}of"
+    host.adapter.watch(name, [(FE_GPU, 0), (FE_GPU, 1)], [150, 54], 1_000_000, 5.0)
+    try:
+        values = host.adapter.latest_of([(FE_GPU, 0), (FE_GPU, 1)], [150, 54])
+        assert {(v.entity, v.field_id): v.value for v in values} == {
+            (gpu, f): host.engine.values[(FE_GPU, gpu)][f][1] for gpu in (0, 1) for f in (150, 54)
+        }
+        too_many = [(FE_GPU, 0)] * (host.adapter.group_limit + 1)
+        with pytest.raises(DcgmError) as raised:
+            host.adapter.latest_of(too_many, [150])
+        assert raised.value.code == ST_BADPARAM, "the client library's own check: BADPARAM, not MAX_LIMIT"
+    finally:
+        host.adapter.unwatch(name)
+
+
+def test_values_since_return_each_xid_once(host: Host) -> None:
+    name = f"{PREFIX}xid"
+    host.adapter.watch(name, [(FE_GPU, gpu) for gpu in range(GPUS)], [230], 1_000_000, 60.0)
+    try:
+        host.engine.record_xid(FE_GPU, 2, 79)
+        first, next_since = host.adapter.since(name, 0)
+        again, after = host.adapter.since(name, next_since)
+    finally:
+        host.adapter.unwatch(name)
+    assert [(v.entity, v.value) for v in first] == [(2, 79)]
+    assert again == [] and after >= next_since
+
+
+def test_profiling_fields_or_typed_errors(host: Host) -> None:
+    host.engine.profiling_support.update({0: frozenset({1001, 1002}), 1: ST_PROFILING_NOT_SUPPORTED})
+    host.engine.profiling_support[2] = ST_MODULE_NOT_LOADED
+    assert host.adapter.profiling_fields(0) == {1001, 1002}
+    with pytest.raises(DcgmError) as raised:
+        host.adapter.profiling_fields(1)
+    assert raised.value.code == ST_PROFILING_NOT_SUPPORTED
+    with pytest.raises(DcgmModuleNotLoaded):
+        host.adapter.profiling_fields(2)
+
+
+# --- out of process: the real exporter on each release -------------------------------------------
+
+
+def _dcgm_env(release: str, scenario: Path) -> dict[str, str]:
+    return {
+        "DCGM_PYTHON_PATH": str(BINDINGS / f"v{release}"),
+        "DCGM_STANDIN_SCENARIO": str(scenario),
+        "PYTHONPATH": os.pathsep.join([str(STANDIN), str(REPO)]),
+    }
+
+
+class Run:
+    """An exporter per release (default flags) and one on NVML, all on their own copy of one scenario."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.text = whole_mib((SCENARIOS / "h100x4.scn").read_text())
+        self.dcgm: dict[str, Exporter] = {}
+        self.scenarios: dict[str, Path] = {}
+        self.nvml: Exporter | None = None
+        self.lost_at: float | None = None
+        self.started = time.monotonic()
+
+    def scenario(self, name: str) -> Path:
+        path = self.root / f"{name}.scn"
+        path.write_text(self.text)
+        return path
+
+    def lose_gpu_1(self) -> float:
+        """Append ``gpu1.lost_after = 0`` to every release's scenario, once; when that was done."""
+        if self.lost_at is None:
+            for path in self.scenarios.values():
+                path.write_text(self.text + "gpu1.lost_after = 0\n")
+            self.lost_at = time.monotonic()
+        return self.lost_at
+
+    def stop(self) -> None:
+        for exporter in [*self.dcgm.values(), *([self.nvml] if self.nvml else [])]:
+            exporter.stop()
+
+
+@pytest.fixture(scope="module")
+def run(fakenvml_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """Starts the exporters at once (they warm up together), stopped after the module's last test."""
+    state = Run(tmp_path_factory.mktemp("releases"))
+    try:
+        nvml_scenario = state.scenario("nvml")
+        state.nvml = start(fakenvml_dir, nvml_scenario, state.root, "--backend", "nvml")
+        for release in RELEASES:
+            if (BINDINGS / f"v{release}" / "dcgm_agent.py").is_file():
+                state.scenarios[release] = path = state.scenario(release)
+                state.dcgm[release] = start(None, None, state.root, "--backend", "dcgm", env=_dcgm_env(release, path))
+        yield state
+    finally:
+        state.stop()
+
+
+def served(exporter: Exporter, deadline: float) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
+    """The exposition once every GPU of the scenario is up (or whatever there is at ``deadline``, a
+    ``time.monotonic()``)."""
+    while True:
+        parsed = samples(exporter.metrics())
+        up = [value(parsed, "gpu_up", gpu=str(gpu)) for gpu in range(GPUS)]
+        if all(v == 1 for v in up) or time.monotonic() > deadline:
+            return parsed
+        time.sleep(0.2)
+
+
+def why(exporter: Exporter, parsed: dict[str, dict[frozenset[tuple[str, str]], float]]) -> str:
+    info = [dict(labels) for labels in parsed.get("gpu_exporter_backend_info", {})]
+    errors = [line for line in exporter.log().splitlines() if "level=error" in line or "level=warn" in line]
+    return f"backend_info {info}; log:\n" + "\n".join(errors[:8])
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_default_flags_serve_every_gpu_as_the_nvml_backend_does(run: Run, release: str) -> None:
+    bindings(release)
+    exporter = run.dcgm[release]
+    parsed = served(exporter, run.started + 12)  # they all started together
+    assert value(parsed, "gpu_exporter_backend_up") == 1, why(exporter, parsed)
+    for gpu in range(GPUS):
+        assert value(parsed, "gpu_up", gpu=str(gpu)) == 1, f"GPU {gpu}: " + why(exporter, parsed)
+    assert run.nvml is not None
+    nvml = comparable(run.nvml.metrics())
+    dcgm = comparable(exporter.metrics())
+    shared = set(nvml) & set(dcgm)
+    assert set(nvml) - shared <= NVML_ONLY, sorted(set(nvml) - shared - NVML_ONLY)
+    assert set(dcgm) - shared == set(), sorted(set(dcgm) - shared)
+    differ = {name: (dcgm[name], nvml[name]) for name in sorted(shared) if dcgm[name] != nvml[name]}
+    assert not differ, f"{len(differ)} metrics differ, first: {next(iter(differ.items()))}"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_backend_auto_picks_dcgm_and_serves_every_gpu(fakenvml_dir: Path, tmp_path: Path, release: str) -> None:
+    """``--backend auto`` where both DCGM (this release) and NVML (the fake) answer."""
+    folder = bindings(release)
+    scenario = tmp_path / "auto.scn"
+    scenario.write_text(whole_mib((SCENARIOS / "h100x4.scn").read_text()))
+    env = _dcgm_env(release, scenario)
+    assert Path(env["DCGM_PYTHON_PATH"]) == folder
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--backend", "auto", env=env)
+    try:
+        parsed = served(exporter, time.monotonic() + 6)
+    finally:
+        exporter.stop()
+    info = [dict(labels) for labels in parsed.get("gpu_exporter_backend_info", {})]
+    assert [entry.get("backend") for entry in info] == ["dcgm"], why(exporter, parsed)
+    for gpu in range(GPUS):
+        assert value(parsed, "gpu_up", gpu=str(gpu)) == 1, f"GPU {gpu}: " + why(exporter, parsed)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_gpu_lost_at_run_time_is_down_lost_within_30_s(run: Run, release: str) -> None:
+    bindings(release)
+    exporter = run.dcgm[release]
+    before = served(exporter, run.started + 12)
+    if value(before, "gpu_up", gpu="1") != 1:
+        pytest.fail("GPU 1 never came up, so its loss cannot be seen: " + why(exporter, before), pytrace=False)
+    lost_at = run.lose_gpu_1()  # every release's scenario at once: their 30 s run together
+    while True:
+        parsed = samples(exporter.metrics())
+        down = value(parsed, "gpu_exporter_device_down", gpu="1", reason="lost")
+        if value(parsed, "gpu_up", gpu="1") == 0 and down == 1:
+            break
+        if time.monotonic() - lost_at > 30:
+            pytest.fail(
+                f"30 s after the loss: gpu_up{{gpu=1}} {value(parsed, 'gpu_up', gpu='1')}, "
+                f"device_down{{reason=lost}} {down}, GPU 1 temperature "
+                f"{value(parsed, 'gpu_temperature_celsius', gpu='1')}; " + why(exporter, parsed),
+                pytrace=False,
+            )
+        time.sleep(0.5)
+    for gpu in (0, 2, 3):
+        assert value(parsed, "gpu_up", gpu=str(gpu)) == 1
+        assert value(parsed, "gpu_temperature_celsius", gpu=str(gpu)) == value(
+            before, "gpu_temperature_celsius", gpu=str(gpu)
+        )

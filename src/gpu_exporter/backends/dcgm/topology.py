@@ -171,6 +171,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
         mig_mode = own.get(FI_MIG_MODE)
         devices.append(
             DeviceIdentity(
+                placeholder=FI_UUID not in own,
                 index=index if isinstance(index, int) else gpu.id,
                 uuid=uuid,
                 name=gpu_name,

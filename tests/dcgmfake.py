@@ -11,7 +11,14 @@ parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig
 ``link_state`` (NVLink port states, read again by every ``link_states()`` call), ``link_status_error``
 and ``watch_errors`` (a status call or a group's watch that fails).
 
-Engine rules modelled as the host engine has them: ``entity_status`` (a GPU listed but in status
+Engine rules modelled as the host engine has them, per ``release`` (``3.3.9``, ``4.4.2``, ``4.6.0``...:
+the field ids that release's table holds, :mod:`gpu_exporter.backends.dcgm.releases`): a field group
+holding one id the release does not know is refused whole with DCGM_ST_BADPARAM; samples carry the
+time of the engine's last update (wall clock, µs; ``aged`` entities stop being updated); a GPU lost at
+run time (:meth:`lose_gpu`) reads blank values of each field's type with status OK and stays listed
+(4.x: dcgmGetGpuStatus says lost and group add refuses it; 3.x: its status stays OK); NVLink port entity
+ids in the release's packing (3.x: owner id in bits 16-31); more entities than the group limit in a
+latest-values call is DCGM_ST_BADPARAM. Also: ``entity_status`` (a GPU listed but in status
 Lost, Unsupported or Detached: group add refuses it and the MIG instances and links on it with
 DCGM_ST_GPU_IS_LOST, DCGM_ST_GPU_NOT_SUPPORTED or DCGM_ST_BADPARAM, and its fields read
 DCGM_ST_GPU_IS_LOST); ``group_limit`` (64 entities per group and per latest-values call on DCGM
@@ -28,6 +35,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gpu_exporter.backends.dcgm.adapter import DcgmConnectionLost, DcgmError, dcgm_error
+from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES
+from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -40,6 +49,7 @@ from gpu_exporter.backends.dcgm.values import (
     INT64_BLANK,
     LINK_STATE_DOWN,
     LINK_STATE_UP,
+    ST_BADPARAM,
     ST_CONNECTION_NOT_VALID,
     ST_DUPLICATE_KEY,
     ST_GPU_IS_LOST,
@@ -127,6 +137,35 @@ class FakeDcgm:
     entity_status: dict[tuple[int, int], int] = field(default_factory=dict)  # GPU → status group add answers
     group_limit: int = GROUP_MAX_ENTITIES_4
     p2p: dict[int, dict[int, int]] = field(default_factory=dict)  # GPU id → peer GPU id → NVLink P2P status
+    release: str = "4.6.0"  # the engine's DCGM release: which field ids it knows, how it packs link ids
+    aged: dict[tuple[int, int], int] = field(default_factory=dict)  # entity → µs its samples stopped at
+    lost: set[int] = field(default_factory=set)  # GPU ids lost at run time (blank values, status OK)
+    status_calls: int = 0
+
+    def __post_init__(self) -> None:
+        if self.version < (4, 0, 0):
+            self.group_limit = 64
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return parse_version(self.release) or (4, 6, 0)
+
+    def link_id(self, group: int, owner: int, port: int) -> int:
+        return link_entity_id(group, owner, port, legacy=self.version < (4, 0, 0))
+
+    def now_us(self) -> int:
+        return max(int(time.time() * 1e6), self.clock_us)
+
+    def lose_gpu(self, gpu_id: int) -> None:
+        """GPU ``gpu_id`` falls off the bus: every watched field of it (and of its MIG instances)
+        reads its type's blank with status OK; 4.x marks it Lost (group add then refuses it)."""
+        self.lost.add(gpu_id)
+        if self.version >= (4, 0, 0):
+            self.entity_status[(FE_GPU, gpu_id)] = ST_GPU_IS_LOST
+
+    def recover_gpu(self, gpu_id: int) -> None:
+        self.lost.discard(gpu_id)
+        self.entity_status.pop((FE_GPU, gpu_id), None)
 
     # building the host ---------------------------------------------------------------------
     def add_gpu(self, gpu_id: int, fields: dict[int, Raw], profiling: frozenset[int] | int = frozenset()) -> None:
@@ -162,7 +201,7 @@ class FakeDcgm:
         for port in down_ports:
             self.link_state[(FE_SWITCH, switch_id, port)] = LINK_STATE_DOWN
         for port, raw in (port_fields or {}).items():
-            self.values[(FE_LINK, link_entity_id(FE_SWITCH, switch_id, port))] = dict(raw)
+            self.values[(FE_LINK, self.link_id(FE_SWITCH, switch_id, port))] = dict(raw)
 
     def set_gpu_links(self, gpu_id: int, states: dict[int, int]) -> None:
         """GPU ``gpu_id``'s NVLink ports and their DCGM states (per-link fields are GPU fields)."""
@@ -170,7 +209,7 @@ class FakeDcgm:
             self.link_state[(FE_GPU, gpu_id, port)] = state
 
     def record_xid(self, group: int, entity: int, code: int) -> None:
-        self.clock_us += 1000
+        self.clock_us = self.now_us() + 1
         self.xids.append((self.clock_us, group, entity, code))
 
     def lose_connection(self) -> None:
@@ -204,7 +243,7 @@ class FakeDcgm:
     def entities(self) -> list[Entity]:
         self._check()
         links = [
-            Entity(FE_LINK, link_entity_id(group, owner, port), (group, owner), link=port)
+            Entity(FE_LINK, self.link_id(group, owner, port), (group, owner), link=port)
             for (group, owner, port) in sorted(self.link_state)
             if self.link_status_error is None  # as the real adapter: no status, no link entities
         ]
@@ -230,7 +269,7 @@ class FakeDcgm:
     def refusal(self, key: tuple[int, int]) -> int | None:
         """The status dcgmGroupAddEntity refuses ``key`` with: its GPU's, for a MIG instance or link."""
         parents = {e.key: e.parent for e in self.entity_list}
-        parents.update({(FE_LINK, link_entity_id(g, o, p)): (g, o) for g, o, p in self.link_state})
+        parents.update({(FE_LINK, self.link_id(g, o, p)): (g, o) for g, o, p in self.link_state})
         while key[0] != FE_GPU and parents.get(key) is not None:
             key = parents[key]  # type: ignore[assignment]
         return self.entity_status.get(key)
@@ -250,6 +289,9 @@ class FakeDcgm:
         if len(refused) == len(entities):
             return refused  # nothing grouped: no field group, nothing watched
         entities = [key for key in entities if key not in refused]
+        unknown = sorted(set(field_ids) - known_ids(self.version))
+        if unknown:  # DcgmFieldGroupManager::AddFieldGroup: one unknown id refuses the whole group
+            raise dcgm_error(ST_BADPARAM, f"dcgmFieldGroupCreate: DCGM {self.release} does not know field {unknown[0]}")
         if name in self.watches or name in self.stale:
             raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
         if self.profiling_watch_error is not None and any(1001 <= f <= 1099 for f in field_ids):
@@ -266,14 +308,23 @@ class FakeDcgm:
     def update_all(self) -> None:
         self._check()
 
+    def _gpu_of(self, key: tuple[int, int]) -> int | None:
+        parents = {e.key: e.parent for e in self.entity_list}
+        while key[0] != FE_GPU and parents.get(key) is not None:
+            key = parents[key]  # type: ignore[assignment]
+        return key[1] if key[0] == FE_GPU else None
+
     def _sample(self, key: tuple[int, int], field_id: int) -> FieldValue:
-        if self.refusal(key) == ST_GPU_IS_LOST:
-            return FieldValue(key[0], key[1], field_id, "i", ST_GPU_IS_LOST, self.clock_us, INT64_BLANK)
         raw = self.values.get(key, {}).get(field_id)
         if raw is None and key[0] == FE_GPU:
             raw = self.globals.get(field_id)
         field_type, value, status = raw if raw is not None else NO_SAMPLE
-        return FieldValue(key[0], key[1], field_id, field_type, status, self.clock_us, value)
+        if self._gpu_of(key) in self.lost:  # InsertNvmlErrorValue(NVML_ERROR_GPU_IS_LOST): the type's blank
+            blanks: dict[str, int | float | str] = {"i": INT64_BLANK, "d": FP64_BLANK, "s": "<<<NULL>>>"}
+            field_type = field_type if field_type in blanks else "i"
+            value, status = blanks[field_type], ST_OK
+        ts = self.aged.get(key, self.now_us())
+        return FieldValue(key[0], key[1], field_id, field_type, status, ts, value)
 
     def latest(self, name: str) -> list[FieldValue]:
         self._check()
@@ -286,7 +337,7 @@ class FakeDcgm:
     def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
         self._check()
         if len(entities) > self.group_limit:
-            raise dcgm_error(ST_MAX_LIMIT, f"dcgmEntitiesGetLatestValues: over {self.group_limit} entities")
+            raise dcgm_error(ST_BADPARAM, f"dcgmEntitiesGetLatestValues: over {self.group_limit} entities")
         for entity in entities:
             if entity in self.hang:
                 time.sleep(self.hang[entity])
@@ -311,6 +362,19 @@ class FakeDcgm:
             if ts >= since_us and (group, entity) in watch.entities and 230 in watch.fields
         ]
         return found, (max(v.ts for v in found) + 1 if found else max(since_us, 1))
+
+    def known_fields(self, field_ids: Sequence[int]) -> frozenset[int]:
+        self._check()
+        return frozenset(field_ids) & known_ids(self.version)
+
+    def gpu_status(self, gpu_id: int) -> str:
+        self._check()
+        self.status_calls += 1
+        status = self.entity_status.get((FE_GPU, gpu_id))
+        if self.version < (4, 0, 0):  # no dcgmGetGpuStatus: only whether it is among the supported GPUs
+            return "ok" if status is None else "inactive"
+        codes = {ST_GPU_IS_LOST: 4, -22: 2, ST_BADPARAM: 7}
+        return GPU_STATUSES[codes.get(status, 7)] if status is not None else "ok"
 
     def profiling_fields(self, gpu_id: int) -> frozenset[int]:
         self._check()

@@ -725,7 +725,7 @@ def test_a_gpu_lost_before_start_is_down_alone_and_joins_when_the_engine_groups_
         assert value(parsed, "gpu_power_watts", gpu=str(gpu)) == 250.5
     # Never identified: DCGM id as index, a placeholder UUID (no identity field of an ungrouped GPU).
     assert exact(parsed, "gpu_up", gpu="1", uuid="GPU-dcgm-1") == 0
-    assert exact(parsed, "gpu_exporter_device_down", gpu="1", uuid="GPU-dcgm-1", reason="refused") == 1
+    assert exact(parsed, "gpu_exporter_device_down", gpu="1", uuid="GPU-dcgm-1", reason="lost") == 1
     assert value(parsed, "gpu_power_watts", gpu="1") is None
     assert run.not_ready() == ""
     assert all((FE_GPU, 1) not in w.entities for w in fake.watches.values())
@@ -745,8 +745,9 @@ def test_a_gpu_lost_at_runtime_then_a_watch_rebuild_costs_only_that_gpu(runs: li
     run.cycle()
     fake.xids.clear()
     fake.record_xid(FE_GPU, 0, 79)
-    fake.entity_status[(FE_GPU, 0)] = ST_GPU_IS_LOST  # fell off the bus: reads say lost
-    parsed = run.cycle(advance=1)
+    fake.lose_gpu(0)  # fell off the bus: blank values with status OK, the engine's status Lost (4.x)
+    for _ in range(2):
+        parsed = run.cycle(advance=1)
     assert exact(parsed, "gpu_up", **gpu_labels(0)) == 0
     fake.add_mig(1, 7, 1, 11, 0, "3g.40gb", {250: int64(40_000), 252: int64(1024), 54: string("MIG-b")})
     for _ in range(3):  # the entity list changed: the watches are rebuilt, without GPU 0

@@ -333,7 +333,7 @@ def test_a_full_group_is_the_engines_max_limit(adapter: tuple[DcgmAdapter, str |
     assert raised.value.code == ST_MAX_LIMIT
     with pytest.raises(DcgmError) as raised:
         dcgm.latest_of([(FE_GPU, 0), (FE_GPU, 1), (FE_GPU_CI, 4)], [150])
-    assert raised.value.code == ST_MAX_LIMIT
+    assert raised.value.code == ST_BADPARAM
 
 
 def test_profiling_module_not_loaded_is_its_own_error(adapter: tuple[DcgmAdapter, str | None]) -> None:

@@ -304,8 +304,14 @@ class Sampler:
                 log.info("GPU %s is back", device.uuid)
             state.vanished_at = None
             state.identity = device
-        for uuid, state in self._states.items():
-            if uuid not in seen and state.vanished_at is None:
+        for uuid, state in list(self._states.items()):
+            if uuid not in seen and state.identity is not None and state.identity.placeholder:
+                # A GPU that could not be identified is now known under its UUID: that is its recovery,
+                # and the stand-in goes at once (it would report the GPU down for the retention time).
+                log.info("GPU %d is identified now (%s): up, replacing its stand-in", state.identity.index, uuid)
+                state.worker.stop()
+                del self._states[uuid]
+            elif uuid not in seen and state.vanished_at is None:
                 assert state.identity is not None
                 log.error("GPU %d (%s) vanished from the driver's device list", state.identity.index, uuid)
                 state.vanished_at = now

@@ -10,6 +10,7 @@ holds at most ``ENGINE["max_entities"]`` entities (DCGM_ST_MAX_LIMIT beyond, als
 dcgmEntitiesGetLatestValues); ``ENGINE["prof_status"]`` (GPU id → the status
 dcgmProfGetSupportedMetricGroups fails with, e.g. DCGM_ST_MODULE_NOT_LOADED)."""
 
+import time
 from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
 
 import dcgm_structs as s
@@ -53,6 +54,11 @@ def _id(value):
 def _check(handle):
     if _id(handle) not in ENGINE["handles"]:
         raise s.DCGMError(_CONNECTION)
+
+
+def _now_us():
+    """The engine stamps each sample with the time it sampled it (µs since the epoch)."""
+    return int(time.time() * 1e6)
 
 
 def _new_id():
@@ -216,7 +222,7 @@ def dcgmGetLatestValues_v2(handle, groupId, fieldGroupId, enumCB, userData):
 
     def make(entity, field):
         kind, value = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
-        return field, kind, value, 1_700_000_000_000_000
+        return field, kind, value, _now_us()
 
     _deliver(enumCB, userData, entities, fields, make)
     return 0
@@ -227,7 +233,7 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
     # not watch come back with DCGM_ST_NOT_WATCHED.
     _check(dcgmHandle)
     if len(entities) > ENGINE["max_entities"]:
-        raise s.DCGMError(s.DCGM_ST_MAX_LIMIT)
+        raise s.DCGMError(s.DCGM_ST_BADPARAM)  # as the engine: too many entities is a bad parameter
     watched = {
         (entity, field)
         for group_id, field_group_id in ENGINE["watched"]
@@ -244,7 +250,7 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
                 entity[0],
                 entity[1],
                 field,
-                1_700_000_000_000_000,
+                _now_us(),
             )
             kind, raw = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
             if (entity, field) not in watched:

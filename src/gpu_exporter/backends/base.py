@@ -88,6 +88,9 @@ class DeviceIdentity:
     #: (DCGM takes the larger of it and the GPU-instance profiles' largest slice count: the same, 7, on
     #: A100 and H100); None where the MIG mode cannot be read.
     mig_max_slices: int | None = None
+    #: A stand-in for a GPU the backend lists but could not identify (DCGM refused it before the
+    #: exporter ever read its UUID): once the real GPU is identified it takes the stand-in's place.
+    placeholder: bool = False
 
 
 @dataclass(frozen=True)

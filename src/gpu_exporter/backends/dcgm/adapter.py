@@ -16,6 +16,7 @@ against both.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import logging
 import os
 import threading
@@ -43,7 +44,8 @@ from gpu_exporter.backends.dcgm.loader import (
     library_file,
     library_problem,
 )
-from gpu_exporter.backends.dcgm.protocol import DcgmAdapter, Refused
+from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES, DcgmAdapter, Refused
+from gpu_exporter.backends.dcgm.releases import KNOWN, NEWEST, Version, known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -52,6 +54,7 @@ from gpu_exporter.backends.dcgm.values import (
     GROUP_MAX_ENTITIES_3,
     LINK_STATE_NOT_SUPPORTED,
     REFUSED_STATUSES,
+    ST_BADPARAM,
     ST_CONNECTION_NOT_VALID,
     ST_NOT_WATCHED,
     Entity,
@@ -74,6 +77,9 @@ _OPERATION_MODE_AUTO = 1
 _GROUP_EMPTY = 1
 #: dcgmGroupAddEntity's answer when the group is full (DCGM_ST_MAX_LIMIT).
 _ST_MAX_LIMIT = -24
+#: dcgmGetEntityGroupEntities flag: only entities in status OK (a lost, unsupported, detached or
+#: inaccessible GPU is left out; ``DcgmCacheManager::GetGpuIds(activeOnly)``).
+_ONLY_SUPPORTED = 1
 
 
 def load_adapter() -> PydcgmAdapter:
@@ -146,6 +152,7 @@ class PydcgmAdapter:
         self._groups: dict[str, tuple[Any, Any]] = {}  # name → (group id, field group id)
         self._lock = threading.Lock()
         self._library_loaded = False
+        self._release: Version | None = None
         # 4.x bindings name the 1024-entity limit ..._V2 (3.x: DCGM_GROUP_MAX_ENTITIES, 64).
         limit = getattr(structs, "DCGM_GROUP_MAX_ENTITIES_V2", None) or getattr(structs, "DCGM_GROUP_MAX_ENTITIES", 0)
         self.group_limit = int(limit) if isinstance(limit, int) and limit > 0 else GROUP_MAX_ENTITIES_3
@@ -169,6 +176,28 @@ class PydcgmAdapter:
         except self._structs.DCGMError as err:
             raise DcgmUnavailable("init_failed", f"dcgmInit failed: {err}; bindings from {self.source}") from err
         self._library_loaded = True
+        self._release = self._library_release()
+
+    def _library_release(self) -> Version | None:
+        """The library's release from ``dcgmVersionInfo`` (``version:4.4.2;...``), else the bindings'
+        generation (3.x bindings name the 64-entity limit only; a 3.x engine is taken as 3.3.5)."""
+        try:
+            info = self._agent.dcgmVersionInfo()
+            found = parse_version(_text(info.rawBuildInfoString))
+        except Exception as err:  # noqa: BLE001 - a missing function or a failed call: the bindings decide
+            log.debug("dcgmVersionInfo: %r", err)
+            found = None
+        if found is not None:
+            return found
+        return NEWEST if self.group_limit > GROUP_MAX_ENTITIES_3 else min(KNOWN)
+
+    @property
+    def release(self) -> str:
+        return ".".join(map(str, self._release)) if self._release is not None else ""
+
+    def _legacy_links(self) -> bool:
+        """DCGM 3.x packs a link entity id as GPU/switch id in bits 16-31 (4.3 and later: 24-31)."""
+        return self._release is not None and self._release < (4, 0, 0)
 
     def connect(self, address: str | None, timeout_ms: int) -> None:
         self._load_library()
@@ -257,7 +286,8 @@ class PydcgmAdapter:
             log.debug("%s", err)  # no NVLink status: no link entities
             states = {}
         for group, parent, port in states:
-            found.append(Entity(FE_LINK, link_entity_id(group, parent, port), (group, parent), link=port))
+            entity_id = link_entity_id(group, parent, port, legacy=self._legacy_links())
+            found.append(Entity(FE_LINK, entity_id, (group, parent), link=port))
         return found
 
     def link_states(self) -> dict[tuple[int, int, int], int]:
@@ -281,6 +311,31 @@ class PydcgmAdapter:
             int(gpu.entityId): dict(enumerate(int(s) for s in gpu.linkStatus))
             for gpu in status.gpus[: int(status.numGpus)]
         }
+
+    def known_fields(self, field_ids: Sequence[int]) -> frozenset[int]:
+        """The ids of ``field_ids`` the library's field table holds (``DcgmFieldGetById`` per id: a
+        NULL answer is an id this release does not know); without that call, the ids the reported
+        release knows (:mod:`.releases`)."""
+        try:
+            fields = importlib.import_module("dcgm_fields")
+            return frozenset(int(f) for f in field_ids if fields.DcgmFieldGetById(int(f)) is not None)
+        except Exception as err:  # noqa: BLE001 - bindings without the module, or a library without the call
+            log.debug("DcgmFieldGetById: %r; using DCGM %s's field table", err, self.release or "3.3")
+        return frozenset(int(f) for f in field_ids) & known_ids(self._release or min(KNOWN))
+
+    def gpu_status(self, gpu_id: int) -> str:
+        """``dcgmGetGpuStatus`` (DCGM 4.x) as a word of :data:`GPU_STATUSES`; on 3.x, which has no
+        such call, ``ok`` when the GPU is among the supported (status OK) GPUs, else ``inactive``."""
+        if hasattr(self._agent, "dcgmGetGpuStatus"):
+            try:
+                return GPU_STATUSES.get(int(self._call("dcgmGetGpuStatus", gpu_id)), "unknown")
+            except DcgmConnectionLost:
+                raise
+            except DcgmError as err:
+                if err.code != -2:  # DCGM_ST_FUNCTION_NOT_FOUND: a library older than its bindings
+                    raise
+        active = {int(gpu) for gpu in self._call("dcgmGetEntityGroupEntities", FE_GPU, _ONLY_SUPPORTED)}
+        return "ok" if gpu_id in active else "inactive"
 
     # groups and watches ----------------------------------------------------------------------
     def remove_stale(self, prefix: str) -> int:
@@ -366,6 +421,9 @@ class PydcgmAdapter:
         return sink
 
     def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
+        if len(entities) > self.group_limit:  # the engine's own answer (dcgmEntitiesGetLatestValues)
+            raise DcgmError(ST_BADPARAM, f"dcgmEntitiesGetLatestValues: {len(entities)} entities, at most "
+                            f"{self.group_limit}")  # fmt: skip
         pairs = [self._structs.c_dcgmGroupEntityPair_t(int(group), int(entity)) for group, entity in entities]
         raw = self._call("dcgmEntitiesGetLatestValues", pairs, [int(field) for field in field_ids], 0)
         return [_field_value(int(value.entityGroupId), int(value.entityId), value) for value in raw]

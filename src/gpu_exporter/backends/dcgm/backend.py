@@ -57,7 +57,9 @@ from gpu_exporter.backends.base import (
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError, DcgmUnavailable
 from gpu_exporter.backends.dcgm.errors import FIXES, DcgmUnusable
 from gpu_exporter.backends.dcgm.fabric import fill_switches, switch_keys, xid_events
-from gpu_exporter.backends.dcgm.fill import fetch, fill, port_samples
+from gpu_exporter.backends.dcgm.fill import drop_stale, fetch, fill, port_samples
+from gpu_exporter.backends.dcgm.health import GpuHealth
+from gpu_exporter.backends.dcgm.releases import id_ranges
 from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
@@ -65,7 +67,9 @@ from gpu_exporter.backends.dcgm.values import (
     FE_LINK,
     FI_UUID,
     ST_GPU_IS_LOST,
+    Blank,
     FieldValue,
+    decode,
 )
 from gpu_exporter.backends.dcgm.watches import (
     GROUP_PREFIX,
@@ -75,6 +79,7 @@ from gpu_exporter.backends.dcgm.watches import (
     link_fields,
     plain_fields,
     split,
+    wanted_fields,
 )
 from gpu_exporter.catalogue import MetricSpec
 
@@ -82,6 +87,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["GROUP_PREFIX", "PROFILING_RETRY_SECONDS", "DcgmBackend", "DcgmUnusable"]
 
+#: A value the engine stamped longer ago than this many collect intervals (at least the seconds
+#: below) is stale: dropped, and counted as ``gpu_exporter_sample_errors_total{kind="stale"}``.
+STALE_INTERVALS = 4
+STALE_MIN_SECONDS = 5.0
 #: The local standalone host engine tried first when no --dcgm.address is given.
 DEFAULT_STANDALONE = "localhost:5555"
 CONNECT_TIMEOUT_MS = 2000
@@ -100,6 +109,7 @@ class DcgmBackend:
         interval: float,
         address: str = "",
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._factory = adapter_factory
         self._adapter: DcgmAdapter | None = None
@@ -109,7 +119,13 @@ class DcgmBackend:
         self._interval = interval
         self._targets: list[str | None] = [address] if address else [DEFAULT_STANDALONE, None]
         self._clock = clock
-        self._lock = threading.RLock()
+        self._wall = wall  # the engine stamps samples in µs since the epoch
+        self._lock = threading.RLock()  # connection state and the swap of watches; never held across a vendor call
+        self._rebuild_lock = threading.Lock()  # one rebuild at a time (discovery, a port change)
+        self._generation = 0  # numbers the watches of one connection: a rebuild's groups need new names
+        self._known: frozenset[int] | None = None  # field ids the connected engine knows
+        self._not_served: list[int] = []  # field ids wanted but unknown to the engine
+        self._health = GpuHealth()
         self._connected = False
         self.mode = ""  # "standalone HOST:PORT" or "embedded", once connected
         self._token = ""
@@ -145,6 +161,7 @@ class DcgmBackend:
                 self._targets = [target]  # reconnect the same way
                 self._connected = True
                 self._token = f"{os.getpid()}-{secrets.token_hex(3)}"
+                self._known = None
                 return self.mode
             raise self._unusable("connect_failed", "; ".join(attempts))
 
@@ -156,14 +173,25 @@ class DcgmBackend:
             try:
                 adapter = self._adapter_now()
                 gpus = [entity.key for entity in adapter.entities() if entity.group == FE_GPU]
+                fields = sorted(self._known_fields(adapter) & {FI_UUID, *plain_fields(self._specs)})[:16]
                 refused: dict[tuple[int, int], int] = {}
+                answered = 0
                 for part in split(gpus, adapter.group_limit):
                     name = f"{GROUP_PREFIX}{self._token}-probe"
-                    refused.update(adapter.watch(name, part, (FI_UUID,), 60_000_000, 120.0))
-                    adapter.unwatch(name)
+                    refused.update(adapter.watch(name, part, fields, 60_000_000, 120.0))
+                    try:
+                        adapter.update_all()
+                        accepted = [key for key in part if key not in refused]
+                        values = adapter.latest_of(accepted, fields) if accepted else []
+                    finally:
+                        adapter.unwatch(name)
+                    answered += len({(v.group, v.entity) for v in values if not isinstance(decode(v), Blank)})
             except DcgmError as err:
-                self._lost(err)
-                raise self._unusable(f"dcgm_{err.kind}", f"listing GPUs ({mode}): {err}") from err
+                if isinstance(err, DcgmConnectionLost):
+                    self._lost(err)
+                raise self._unusable(f"dcgm_{err.kind}", f"DCGM ({mode}) cannot watch GPU values: {err}") from err
+            if len(gpus) > len(refused) and answered == 0:
+                raise self._unusable("dcgm_no_values", f"DCGM ({mode}) answers no GPU value")
             return mode, len(gpus) - len(refused)
 
     def _unusable(self, reason: str, detail: str) -> DcgmUnusable:
@@ -175,6 +203,30 @@ class DcgmBackend:
                 "run with --backend nvml"
             )
         return DcgmUnusable(reason, detail, fix)
+
+    def _known_fields(self, adapter: DcgmAdapter) -> frozenset[int]:
+        """The field ids the connected engine knows, of all the exporter may ask (asked once per
+        connection); the rest is logged once and not served."""
+        if self._known is None:
+            wanted = wanted_fields(self._specs)
+            self._known = adapter.known_fields(wanted)
+            self._not_served = sorted(set(wanted) - self._known)
+            if self._not_served:
+                log.warning(
+                    "DCGM %s does not know %d field id(s) the exporter would ask for (%s); they are not asked "
+                    "and their series are not served (a newer DCGM serves them)",
+                    adapter.release or "(release unknown)", len(self._not_served), id_ranges(self._not_served),
+                )  # fmt: skip
+        return self._known
+
+    @property
+    def not_served(self) -> dict[str, int]:
+        """Field ids the exporter would ask for but the engine cannot answer, counted by reason."""
+        release = self._adapter.release if self._adapter is not None else ""
+        unknown = set(self._not_served)
+        if self._watches is not None:
+            unknown |= self._watches.unknown
+        return {f"unknown to DCGM {release or '(release unknown)'}": len(unknown)} if unknown else {}
 
     def _lost(self, err: Exception) -> None:
         """The connection is gone: drop it; the sampler's discover() call turns this into a reopen."""
@@ -211,9 +263,10 @@ class DcgmBackend:
             except DcgmConnectionLost as err:
                 self._lost(err)
                 raise BackendUnavailable("connection_lost", f"DCGM connection lost while starting: {err}") from err
-            except DcgmError as err:
-                self._lost(err)
-                raise BackendUnavailable(f"dcgm_{err.kind}", f"setting up DCGM watches failed: {err}") from err
+            except DcgmError as err:  # the engine refused a request: the connection itself is fine
+                raise BackendUnavailable(
+                    f"dcgm_{err.kind}", f"setting up DCGM watches failed ({err.kind}, not a lost connection): {err}"
+                ) from err
             topology = self._topology()
             log.info(
                 "DCGM (%s): %d GPU(s) (%d refused), %d MIG compute instance(s), %d NVSwitch(es), %d NVLink port(s)",
@@ -225,21 +278,28 @@ class DcgmBackend:
     def discover(self) -> Sequence[DeviceIdentity]:
         """Enumerate again; when GPUs or MIG instances changed, rebuild identities and watches.
         Raises BackendUnavailable when the connection is gone."""
-        with self._lock:
-            try:
-                adapter = self._adapter_now()
-                if layout(adapter.entities()) != self._topology().layout:
-                    log.info("DCGM entities changed; rebuilding watches")
-                    self._rebuild(adapter)
-                elif self._watches is not None and self._watches.probe_refused():
-                    log.info("DCGM groups a GPU it refused before; rebuilding watches")
-                    self._rebuild(adapter)
-            except DcgmError as err:
-                self._lost(err)
-                raise BackendUnavailable(
-                    "connection_lost", f"DCGM ({self.mode or 'not connected'}) stopped answering: {err}"
-                ) from err
-            return self._topology().devices
+        # No lock is held across the engine's calls: a hung call here leaves reads going on with the
+        # entities known before (they take the lock only to pick up the current watches).
+        try:
+            with self._lock:
+                adapter, watches = self._adapter_now(), self._watches
+            if layout(adapter.entities()) != self._topology().layout:
+                log.info("DCGM entities changed; rebuilding watches")
+                self._rebuild(adapter)
+            elif watches is not None and watches.probe_refused():
+                log.info("DCGM groups a GPU it refused before; rebuilding watches")
+                self._rebuild(adapter)
+        except DcgmConnectionLost as err:
+            self._lost(err)
+            raise BackendUnavailable(
+                "connection_lost", f"DCGM ({self.mode or 'not connected'}) stopped answering: {err}"
+            ) from err
+        except DcgmError as err:  # a refused request: keep what is watched, say what it was
+            self._once(
+                f"discover {err.kind}", "DCGM refused a discovery request (%s): %s; sampling goes on with the "
+                "entities known before", err.kind, err, level=logging.WARNING,
+            )  # fmt: skip
+        return self._topology().devices
 
     def _topology(self) -> Topology:
         return self._watches.topology if self._watches is not None else Topology()
@@ -247,21 +307,37 @@ class DcgmBackend:
     def _rebuild(self, adapter: DcgmAdapter) -> None:
         """Drop our watches, read identities for the current entities, and watch what the specs need
         (under the lock: readers keep the previous watches until the new ones are in place)."""
-        with self._lock:
-            previous = self._watches.topology if self._watches is not None else None
-            if self._watches is not None:
-                self._watches.drop()
-            watches = Watches(adapter, self._token, self._specs, self._interval, self._once, self._clock)
-            watches.identify(adapter.entities(), previous)
-            if watches.watch(self._watch_events):
-                if self._since_floor is None:
-                    # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
-                    self._since_floor = max(adapter.since(name, 0)[1] for name in watches.xid_groups)
-                elif self._since:
-                    self._since_floor = max(self._since.values())
-                self._since = dict.fromkeys(watches.xid_groups, self._since_floor)
-            self._events_ok = self._watch_events
-            self._watches = watches
+        with self._rebuild_lock:
+            old = self._watches
+            previous = old.topology if old is not None else None
+            self._generation += 1
+            token = f"{self._token}-{self._generation}"
+            known = self._known_fields(adapter)
+            watches = Watches(adapter, token, self._specs, self._interval, self._once, self._clock, known)
+            try:
+                watches.identify(adapter.entities(), previous)
+                created = watches.watch(self._watch_events)
+            except DcgmError:
+                watches.drop()
+                raise
+            if watches.unknown:
+                self._once(
+                    f"unknown {sorted(watches.unknown)}", "the DCGM engine refused field id(s) %s as unknown although "
+                    "its library knows them (library and engine of different releases?); they are not served",
+                    id_ranges(sorted(watches.unknown)), level=logging.WARNING,
+                )  # fmt: skip
+            with self._lock:
+                if created:
+                    if self._since_floor is None:
+                        # Count from now: Xids DCGM kept from before this exporter started are not ours to count.
+                        self._since_floor = max(adapter.since(name, 0)[1] for name in watches.xid_groups)
+                    elif self._since:
+                        self._since_floor = max(self._since.values())
+                    self._since = dict.fromkeys(watches.xid_groups, self._since_floor)
+                self._events_ok = self._watch_events
+                self._watches = watches
+            if old is not None:
+                old.drop()
 
     def _refresh_links(self, adapter: DcgmAdapter, reading: RawReading) -> dict[tuple[int, int, int], int]:
         """The NVLink port states (``dcgmGetNvLinkLinkStatus``). When the set of ports differs from
@@ -275,12 +351,11 @@ class DcgmBackend:
             reading.failed(err.kind, "nvlink")
             self._once("link states", "dcgmGetNvLinkLinkStatus failed: %s; NVLink states are absent meanwhile", err)
             return {}
-        with self._lock:
-            topology = self._topology()
-            known = {(e.parent[0], e.parent[1], e.link) for e in topology.entities if e.group == FE_LINK and e.parent}
-            if set(states) != known:
-                log.info("DCGM NVLink ports changed (%d now, %d before); rebuilding watches", len(states), len(known))
-                self._rebuild(adapter)
+        topology = self._topology()
+        known = {(e.parent[0], e.parent[1], e.link) for e in topology.entities if e.group == FE_LINK and e.parent}
+        if set(states) != known:
+            log.info("DCGM NVLink ports changed (%d now, %d before); rebuilding watches", len(states), len(known))
+            self._rebuild(adapter)
         return states
 
     # reads -----------------------------------------------------------------------------------
@@ -311,7 +386,8 @@ class DcgmBackend:
                 raise DeviceLost(f"{device.uuid} is no longer enumerated by DCGM", "not_enumerated")
             if gpu in topology.refused:
                 raise DeviceLost(
-                    f"{device.uuid}: {topology.refused[gpu]}; not sampled, tried again with backoff", "refused"
+                    f"{device.uuid}: {topology.refused[gpu]}; not sampled, tried again with backoff",
+                    topology.refused_kind.get(gpu, "refused"),
                 )
             failing = profiling.failing.get(gpu)
             if failing is not None and any(is_profiling(spec) for spec in specs):
@@ -321,14 +397,23 @@ class DcgmBackend:
             ports = topology.port_numbers(FE_GPU, gpu) if link_specs else ()
             computes = [topology.migs.get((device.uuid, slot)) for slot in range(len(device.migs))]
             keys = [(FE_GPU, gpu), *((FE_GPU_CI, c) for c in computes if c is not None)]
-            fields = sorted({*plain_fields(s for s in usable if not s.per_link), *link_fields(link_specs, ports)})
+            fields = watches.known_only(
+                {*plain_fields(s for s in usable if not s.per_link), *link_fields(link_specs, ports)}
+            )
             latest = fetch(adapter, keys, fields, reading, usable)
+            fresh_after_us = int((self._wall() - max(STALE_INTERVALS * self._interval, STALE_MIN_SECONDS)) * 1e6)
+            down = self._health.check(
+                gpu, latest.get((FE_GPU, gpu), {}), fresh_after_us, lambda: adapter.gpu_status(gpu)
+            )
+            latest = drop_stale(latest, fresh_after_us, reading, usable)
         except DcgmConnectionLost as err:
             self._lost(err)
             raise DeviceLost(f"DCGM connection lost: {err}", "connection_lost") from err
         samples = latest.get((FE_GPU, gpu), {})
         if any(sample.status == ST_GPU_IS_LOST for sample in samples.values()):
             raise DeviceLost(f"{device.uuid}: DCGM reports the GPU lost")
+        if down is not None:
+            raise DeviceLost(f"{device.uuid}: {down.message}", down.reason)
         asks = request.asks
         fill(reading, model.gpu(device.index, device.uuid), samples, [s for s in usable if "gpu" in s.entities], asks)
         link_usable = [s for s in usable if s.per_link]

@@ -11,13 +11,11 @@ from gpu_exporter.backends.base import Event, RawReading
 from gpu_exporter.backends.dcgm.fill import field_specs, fill, pci_bus_id
 from gpu_exporter.backends.dcgm.topology import Topology, text
 from gpu_exporter.backends.dcgm.values import (
-    FE_LINK,
     FE_SWITCH,
     FI_XID_ERRORS,
     Blank,
     FieldValue,
     decode,
-    link_entity_id,
 )
 from gpu_exporter.backends.dcgm.watches import plain_fields
 from gpu_exporter.catalogue import NVSWITCH_IDENTITY_FIELDS, MetricSpec
@@ -28,10 +26,8 @@ Latest = Mapping[tuple[int, int], Mapping[int, FieldValue]]
 def switch_keys(topology: Topology, specs: Sequence[MetricSpec]) -> tuple[list[tuple[int, int]], list[int]]:
     """The switch and port entities, and the fields (identity included), to fetch for ``specs``."""
     keys = [(FE_SWITCH, switch) for switch in topology.switches] + [
-        (FE_LINK, link_entity_id(FE_SWITCH, switch, port))
-        for switch in topology.switches
-        for port in topology.port_numbers(FE_SWITCH, switch)
-    ]
+        port.key for switch in topology.switches for port in topology.ports(FE_SWITCH, switch)
+    ]  # the port entity ids as the engine listed them (their encoding differs between 3.x and 4.x)
     switch_specs = [spec for spec in specs if not spec.per_link]
     port_specs = field_specs([spec for spec in specs if spec.per_link])
     return keys, sorted({*plain_fields(switch_specs), *NVSWITCH_IDENTITY_FIELDS, *plain_fields(port_specs)})
@@ -57,10 +53,10 @@ def fill_switches(
                 identity[field_id] = decoded
         entity = model.nvswitch(switch, pci_bus_id(identity), text(identity.get(863)))
         fill(reading, entity, samples, switch_specs, asks)
-        for port in topology.port_numbers(FE_SWITCH, switch):
-            port_latest = latest.get((FE_LINK, link_entity_id(FE_SWITCH, switch, port)), {})
-            state = states.get((FE_SWITCH, switch, port))
-            fill(reading, model.nvswitch_port(switch, port), port_latest, port_specs, asks, state)
+        for port in topology.ports(FE_SWITCH, switch):
+            number = port.link or 0
+            state = states.get((FE_SWITCH, switch, number))
+            fill(reading, model.nvswitch_port(switch, number), latest.get(port.key, {}), port_specs, asks, state)
 
 
 def xid_events(samples: Iterable[FieldValue], owner: Mapping[tuple[int, int], str]) -> list[Event]:

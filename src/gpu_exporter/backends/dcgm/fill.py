@@ -16,6 +16,7 @@ from gpu_exporter.backends.dcgm.values import (
     ST_IN_USE,
     ST_NO_PERMISSION,
     ST_NOT_SUPPORTED,
+    ST_OK,
     ST_PROFILING_LIBRARY_ERROR,
     ST_REQUIRES_ROOT,
     Blank,
@@ -104,6 +105,29 @@ def pci_bus_id(values: Mapping[int, int | float | str]) -> str:
 
 
 Latest = dict[tuple[int, int], dict[int, FieldValue]]
+
+
+def drop_stale(latest: Latest, fresh_after_us: int, reading: RawReading, specs: Sequence[MetricSpec]) -> Latest:
+    """``latest`` without the values the engine stamped before ``fresh_after_us`` (it stopped
+    updating them); each collector that lost a value counts one ``stale`` error."""
+    collectors: dict[int, str] = {}
+    for spec in specs:
+        if spec.dcgm is not None:
+            for field_id in (spec.dcgm.field_id, *spec.dcgm.links):
+                collectors.setdefault(field_id, spec.collector)
+    out: Latest = {}
+    stale: set[str] = set()
+    for key, samples in latest.items():
+        kept = {}
+        for field_id, sample in samples.items():
+            if sample.status == ST_OK and 0 < sample.ts < fresh_after_us:
+                stale.add(collectors.get(field_id, "dcgm"))
+            else:
+                kept[field_id] = sample
+        out[key] = kept
+    for collector in sorted(stale):
+        reading.failed("stale", collector)
+    return out
 
 
 def by_entity(samples: Sequence[FieldValue]) -> Latest:

@@ -11,6 +11,10 @@ from gpu_exporter.backends.dcgm.values import Entity, FieldValue
 
 #: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
 Refused = dict[tuple[int, int], int]
+#: DcgmEntityStatus_t (dcgm_structs.h) → the word :meth:`DcgmAdapter.gpu_status` answers.
+GPU_STATUSES: dict[int, str] = {
+    0: "unknown", 1: "ok", 2: "unsupported", 3: "inaccessible", 4: "lost", 5: "fake", 6: "disabled", 7: "detached",
+}  # fmt: skip
 
 
 class DcgmAdapter(Protocol):
@@ -22,6 +26,19 @@ class DcgmAdapter(Protocol):
     source: str
     #: The most entities one group, or one :meth:`latest_of` call, may hold (DCGM 3.x: 64, 4.x: 1024).
     group_limit: int
+
+    @property
+    def release(self) -> str:
+        """The DCGM release the library reports (``4.4.2``), "" before :meth:`connect` or unknown."""
+
+    def known_fields(self, field_ids: Sequence[int]) -> frozenset[int]:
+        """The ids of ``field_ids`` the engine's field table holds: an engine refuses a whole field
+        group (DCGM_ST_BADPARAM) when one id in it is unknown to its release."""
+
+    def gpu_status(self, gpu_id: int) -> str:
+        """The engine's status of a GPU: a word of :data:`GPU_STATUSES` (``ok``, ``lost``,
+        ``unsupported``, ``detached``, ...), or ``inactive`` where the release (3.x) can only say
+        that the GPU is not among its supported ones."""
 
     def connect(self, address: str | None, timeout_ms: int) -> None:
         """Connect to a standalone nv-hostengine at ``HOST:PORT``, or start an embedded host
@@ -75,7 +92,8 @@ class DcgmAdapter(Protocol):
 
     def latest_of(self, entities: Sequence[tuple[int, int]], field_ids: Sequence[int]) -> list[FieldValue]:
         """``dcgmEntitiesGetLatestValues``: the latest value of each field on each entity (watched
-        pairs only; others come back with a status), without a group."""
+        pairs only; others come back with a status), without a group. More than :attr:`group_limit`
+        entities: DCGM_ST_BADPARAM."""
 
     def since(self, name: str, since_us: int) -> tuple[list[FieldValue], int]:
         """Every sample of ``name`` recorded at or after ``since_us`` (engine clock, µs), and the

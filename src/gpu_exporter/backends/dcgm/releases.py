@@ -94,3 +94,14 @@ def unknown(field_ids: Iterable[int], known: frozenset[int]) -> list[int]:
 
 def text(version: Version | None) -> str:
     return "an unknown release" if version is None else ".".join(map(str, version))
+
+
+def id_ranges(field_ids: Iterable[int]) -> str:
+    """``94, 571-577, 1507`` for logs."""
+    runs: list[list[int]] = []
+    for field_id in sorted(set(field_ids)):
+        if runs and runs[-1][1] == field_id - 1:
+            runs[-1][1] = field_id
+        else:
+            runs.append([field_id, field_id])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -64,6 +64,8 @@ class Topology:
     entities: tuple[Entity, ...] = ()
     #: DCGM GPU id → why the engine refuses to group it (it is a device with gpu_up 0, not watched).
     refused: dict[int, str] = field(default_factory=dict)
+    #: DCGM GPU id → the refusal as a ``gpu_exporter_device_down`` reason (lost, unsupported, detached).
+    refused_kind: dict[int, str] = field(default_factory=dict)
 
     def blocked(self, key: tuple[int, int]) -> bool:
         """Whether entity ``key`` is a refused GPU, one of its MIG instances, or one of its links."""
@@ -169,6 +171,7 @@ def build(entities: Sequence[Entity], values: Values) -> Topology:
         mig_mode = own.get(FI_MIG_MODE)
         devices.append(
             DeviceIdentity(
+                placeholder=FI_UUID not in own,
                 index=index if isinstance(index, int) else gpu.id,
                 uuid=uuid,
                 name=gpu_name,
@@ -228,6 +231,17 @@ def refusal(status: int) -> str:
     if status == ST_GPU_NOT_SUPPORTED:
         return "DCGM does not support this GPU"
     return "DCGM will not group the GPU (not in status OK: detached or inaccessible)"
+
+
+def refusal_kind(status: int) -> str:
+    """dcgmGroupAddEntity's refusal as a ``gpu_exporter_device_down`` reason: ``lost`` (the GPU fell
+    off the bus), ``unsupported`` (a GPU DCGM does not support: a GeForce, or one its allowlist
+    rejects) or ``detached`` (any other status but OK: detached or inaccessible)."""
+    if status == ST_GPU_IS_LOST:
+        return "lost"
+    if status == ST_GPU_NOT_SUPPORTED:
+        return "unsupported"
+    return "detached"
 
 
 def refuse(topology: Topology, gpu: int, reason: str, previous: Topology | None) -> None:

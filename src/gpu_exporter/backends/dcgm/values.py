@@ -246,7 +246,10 @@ def decode(sample: FieldValue) -> int | float | str | Blank:
     return Blank("binary" if sample.field_type == FT_BINARY else "bad_type")
 
 
-def link_entity_id(parent_group: int, parent_id: int, port: int) -> int:
-    """The raw id of a link entity (``dcgm_link_t``: type in bits 0–7, port index in 8–23, GPU or
-    switch id in 24–31)."""
+def link_entity_id(parent_group: int, parent_id: int, port: int, legacy: bool = False) -> int:
+    """The raw id of a link entity (``dcgm_link_t``): DCGM 4.3 and later pack the type in bits 0–7,
+    the port index in 8–23 and the GPU or switch id in 24–31; DCGM 3.x (``legacy``) the type in
+    0–7, the port index in 8–15 and the GPU or switch id in 16–31. The two agree for id 0 only."""
+    if legacy:
+        return (parent_id & 0xFFFF) << 16 | (port & 0xFF) << 8 | (parent_group & 0xFF)
     return (parent_id & 0xFF) << 24 | (port & 0xFFFF) << 8 | (parent_group & 0xFF)

@@ -30,7 +30,7 @@ from gpu_exporter.backends.dcgm.adapter import (
     DcgmNotSupported,
     DcgmProfilingInUse,
 )
-from gpu_exporter.backends.dcgm.topology import Topology, build, refusal, refuse, with_p2p
+from gpu_exporter.backends.dcgm.topology import Topology, build, refusal, refusal_kind, refuse, with_p2p
 from gpu_exporter.backends.dcgm.values import (
     FE_GPU,
     FE_GPU_CI,
@@ -42,6 +42,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_XID_ERRORS,
     IDENTITY_FIELDS,
     MAX_FIELDS_PER_GROUP,
+    ST_BADPARAM,
     Blank,
     Entity,
     decode,
@@ -96,6 +97,17 @@ def link_fields(specs: Iterable[MetricSpec], ports: Iterable[int]) -> list[int]:
     return sorted({s.dcgm.links[p] for s in specs if s.dcgm is not None for p in wanted if p < len(s.dcgm.links)})
 
 
+def wanted_fields(specs: Iterable[MetricSpec]) -> list[int]:
+    """Every field id the backend may ask for ``specs``: their fields (each link's too), the identity
+    fields of GPUs, MIG instances and NVSwitches, and the Xid field."""
+    wanted = {*IDENTITY_FIELDS, *NVSWITCH_IDENTITY_FIELDS, FI_XID_ERRORS}
+    for spec in specs:
+        if spec.dcgm is not None and not spec.dcgm.call:
+            wanted.add(spec.dcgm.field_id)
+            wanted.update(spec.dcgm.links)
+    return sorted(wanted)
+
+
 def _chunks(fields: Sequence[int]) -> list[tuple[int, ...]]:
     return [tuple(fields[i : i + MAX_FIELDS_PER_GROUP]) for i in range(0, len(fields), MAX_FIELDS_PER_GROUP)]
 
@@ -127,8 +139,12 @@ class Watches:
         interval: float,
         once: Callable[..., None],
         clock: Callable[[], float] = time.monotonic,
+        known: frozenset[int] | None = None,
     ) -> None:
         self._adapter = adapter
+        #: Field ids the engine knows (None: all); ids found unknown are added to :attr:`unknown`.
+        self.known = known
+        self.unknown: set[int] = set()
         self._token = token
         self._specs = specs
         self._interval = interval
@@ -155,32 +171,88 @@ class Watches:
         self._names, self.xid_groups = [], []
         self.profiling = Profiling()
 
+    def known_only(self, fields: Iterable[int]) -> list[int]:
+        """``fields`` without the ids the engine does not know, sorted."""
+        wanted = set(fields) - self.unknown
+        return sorted(wanted if self.known is None else wanted & self.known)
+
     def _watch(
         self, need: str, entities: Sequence[tuple[int, int]], fields: Sequence[int], update_us: int, keep_age_s: float
     ) -> list[str]:
-        """Watch ``fields`` on ``entities`` (refused GPUs left out), split to the engine's limits:
-        groups ``<need><n>``, ``<need><n>e<k>``... Returns the names watched; a GPU the engine
-        refuses here is marked refused."""
+        """Watch ``fields`` on ``entities`` (refused GPUs left out, ids the engine does not know left
+        out), split to the engine's limits: groups ``<need><n>``, ``<need><n>e<k>``... Returns the
+        names watched; a GPU the engine refuses here is marked refused."""
         usable = [key for key in entities if not self.topology.blocked(key)]
         names = []
-        for number, chunk in enumerate(_chunks(fields)):
+        for number, chunk in enumerate(_chunks(self.known_only(fields))):
             for part, keys in enumerate(split(usable, self._adapter.group_limit)):
                 name = self.group(f"{need}{number}" + (f"e{part}" if part else ""))
-                refused = self._adapter.watch(name, keys, chunk, update_us, keep_age_s)
+                refused = self._watch_known(name, keys, chunk, update_us, keep_age_s)
                 self._refused(refused)
                 if len(refused) < len(keys):
                     names.append(name)
         return names
+
+    def _watch_known(
+        self, name: str, keys: Sequence[tuple[int, int]], fields: Sequence[int], update_us: int, keep_age_s: float
+    ) -> dict[tuple[int, int], int]:
+        """``adapter.watch``; when the engine refuses the field group as a bad parameter (an id its
+        release does not know, though its library said otherwise), find the refused ids by halving,
+        leave them out for this connection and watch the rest."""
+        try:
+            return self._adapter.watch(name, keys, fields, update_us, keep_age_s)
+        except DcgmError as err:
+            if err.code != ST_BADPARAM or isinstance(err, DcgmConnectionLost):
+                raise
+            refused = self._refused_ids(keys, list(fields))
+            if not refused:
+                raise
+            self.unknown.update(refused)
+            rest = [f for f in fields if f not in refused]
+            if not rest:
+                return {}
+            return self._adapter.watch(name, keys, rest, update_us, keep_age_s)
+
+    def _refused_ids(self, keys: Sequence[tuple[int, int]], fields: list[int]) -> list[int]:
+        """The ids of ``fields`` the engine refuses in a field group, found by halving (probe groups)."""
+        probe = self.group("fieldprobe")
+        try:
+            self._adapter.watch(probe, keys, fields, 60_000_000, 120.0)
+        except DcgmConnectionLost:
+            raise
+        except DcgmError as err:
+            if err.code != ST_BADPARAM:
+                return []
+            if len(fields) == 1:
+                return fields
+            half = len(fields) // 2
+            return self._refused_ids(keys, fields[:half]) + self._refused_ids(keys, fields[half:])
+        self._adapter.unwatch(probe)
+        return []
 
     def _refused(self, refused: dict[tuple[int, int], int], previous: Topology | None = None) -> None:
         for (group, number), status in refused.items():
             if group == FE_GPU and number not in self.topology.refused:
                 reason = f"{refusal(status)} (dcgmGroupAddEntity: status {status})"
                 refuse(self.topology, number, reason, previous)
+                self.topology.refused_kind[number] = self._refusal_kind(number, status)
                 self._once(
                     f"refused {number}", "DCGM GPU id %d is left out of every group: %s; the other GPUs are "
                     "unaffected and it is tried again with backoff", number, reason, level=logging.WARNING,
                 )  # fmt: skip
+
+    def _refusal_kind(self, gpu: int, status: int) -> str:
+        """``lost``, ``unsupported``, ``detached``, ``inaccessible`` or ``disabled``: the engine's
+        status of the GPU where it can say (4.x), else what the group add answered."""
+        try:
+            word = self._adapter.gpu_status(gpu)
+        except DcgmConnectionLost:
+            raise
+        except DcgmError:
+            word = "unknown"
+        if word in ("lost", "unsupported", "detached", "inaccessible", "disabled"):
+            return word
+        return refusal_kind(status)
 
     def probe_refused(self) -> bool:
         """When due, ask the engine whether it groups a refused GPU now (one probe group); True when
@@ -218,7 +290,9 @@ class Watches:
             names = []
             for part, chunk in enumerate(split(keys, self._adapter.group_limit)):
                 name = self.group("identity" + (f"e{part}" if part else ""))
-                answer = self._adapter.watch(name, chunk, IDENTITY_FIELDS, update_us, 2 * _IDENTITY_UPDATE_SECONDS)
+                answer = self._watch_known(
+                    name, chunk, self.known_only(IDENTITY_FIELDS), update_us, 2 * _IDENTITY_UPDATE_SECONDS
+                )
                 refused.update(answer)
                 if len(answer) < len(chunk):
                     names.append(name)
@@ -303,7 +377,9 @@ class Watches:
     def _watch_profiling(self) -> None:
         """Ask each GPU which profiling fields it supports (per GPU, so per model), group GPUs by
         that set and watch each set on its GPUs and their MIG instances."""
-        wanted = frozenset(s.dcgm.field_id for s in self._specs if s.dcgm is not None and is_profiling(s))
+        wanted = frozenset(
+            self.known_only(s.dcgm.field_id for s in self._specs if s.dcgm is not None and is_profiling(s))
+        )
         if not wanted:
             return
         state = self.profiling

@@ -148,7 +148,7 @@ class GroupCalls:
         if not self._connected(handle):
             return ST_CONNECTION_NOT_VALID
         field_ids = tuple(int(x) for x in _obj(ids)[:number])
-        if any(field_id not in self.known for field_id in field_ids):
+        if any(field_id not in self.engine_known() for field_id in field_ids):
             return ST_BADPARAM  # AddFieldGroup: DcgmFieldGetById is NULL for one of them
         if len(self.field_groups) >= MAX_FIELD_GROUPS:
             return ST_MAX_LIMIT

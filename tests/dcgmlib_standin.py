@@ -202,14 +202,18 @@ class StandInLibrary(GroupCalls):
         return {entity.key for entity in self.engine.entities()}
 
     def entity_status(self, gpu_id: int) -> int:
-        """DcgmEntityStatus_t of GPU ``gpu_id`` (the fake's ``gpu_status`` where it has one)."""
-        own = getattr(self.engine, "gpu_status", None)
-        if callable(own):
-            return int(own(gpu_id))
+        """DcgmEntityStatus_t of GPU ``gpu_id``: the engine's refusal status for it, as
+        ``DcgmGroupInfo::AddEntityToGroup`` derives one from the other (no refusal: OK)."""
         if not any(e.key == (FE_GPU, gpu_id) for e in self.engine.entity_list):
             return 0  # DcgmEntityStatusUnknown
         refusal = self.engine.entity_status.get((FE_GPU, gpu_id))
         return ENTITY_OK if refusal is None else _STATUS_OF_REFUSAL.get(refusal, ENTITY_DETACHED)
+
+    def engine_known(self) -> frozenset[int]:
+        """The ids the engine's own field table holds (its release's), which may differ from the
+        library's (:attr:`known`) when a standalone engine of another release answers."""
+        version = getattr(self.engine, "version", None)
+        return known_ids(version) if version is not None else self.known
 
     def _fill_v1(self, values: Sequence[FieldValue]) -> Any:
         array = (self.structs.c_dcgmFieldValue_v1 * max(len(values), 1))()

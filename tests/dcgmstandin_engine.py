@@ -4,7 +4,6 @@
 - the file is read again when its modification time or size changes (GPUs' values, links, P2P);
 - ``gpuN.lost_after = S``: from S seconds after the engine started, GPU N's status is Lost (the fake's
   ``entity_status``, or its ``lose_gpu`` where it has one); removing the key brings it back;
-- the engine's clock is the wall clock in µs, as a host engine's sample timestamps are.
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ class ScenarioEngine:
                 for key, value in keys.items()
                 if key.startswith("gpu") and key.endswith(".lost_after")
             }
-        self.engine.clock_us = time.time_ns() // 1000
         elapsed = time.monotonic() - self.started
         lost = {gpu for gpu, after in self.lost_after.items() if elapsed >= after}
         for gpu in lost - self.lost:
@@ -75,10 +73,10 @@ class ScenarioEngine:
 
 
 def new_engine(release: tuple[int, int, int]) -> FakeDcgm:
-    """A fresh engine playing ``release`` (the fake's ``release`` knob, where it has one)."""
+    """A fresh engine playing ``release`` (its field table, group limit and link id packing)."""
     engine = FakeDcgm()
-    if hasattr(engine, "release"):
-        engine.release = release
+    engine.release = ".".join(map(str, release))
+    engine.__post_init__()  # the release's group limit
     return engine
 
 

@@ -14,6 +14,7 @@ here is skipped, saying so, where they are not.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 import time
@@ -359,3 +360,34 @@ def test_a_gpu_lost_at_run_time_is_down_lost_within_30_s(run: Run, release: str)
         assert value(parsed, "gpu_temperature_celsius", gpu=str(gpu)) == value(
             before, "gpu_temperature_celsius", gpu=str(gpu)
         )
+
+
+# --- the stand-in keeps the C library's rules (what the real libdcgm of the release answers) --------
+
+
+def test_the_standin_answers_as_the_releases_library(host: Host) -> None:
+    import dcgm_agent
+    import dcgm_structs
+
+    handle = host.adapter._handle
+    exported = {"dcgmConnect_v3": host.release >= "4.5", "dcgmGetNvLinkP2PStatus": host.release >= "4.4"}
+    for function, present in exported.items():
+        if present:
+            assert dcgm_structs._dcgmGetFunctionPointer(function) is not None
+        else:
+            with pytest.raises(dcgm_structs.DCGMError) as missing:
+                dcgm_structs._dcgmGetFunctionPointer(function)
+            assert missing.value.value == dcgm_structs.DCGM_ST_FUNCTION_NOT_FOUND
+    # dcgmErrorString is exported by no release: the bindings fall back to the bare code
+    assert str(dcgm_structs.DCGMError(-1000)) == "DCGM Error with code -1000"
+    # DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP (128) is refused: at most 127 ids in a field group
+    ids = sorted(known_ids(parse_version(host.release) or (0, 0, 0)))
+    with pytest.raises(dcgm_structs.DCGMError) as refused:
+        dcgm_agent.dcgmFieldGroupCreate(handle, ids[:128], f"{PREFIX}128")
+    assert refused.value.value == dcgm_structs.DCGM_ST_BADPARAM
+    dcgm_agent.dcgmFieldGroupDestroy(handle, dcgm_agent.dcgmFieldGroupCreate(handle, ids[:127], f"{PREFIX}127"))
+    # a struct of another version: DCGM_ST_VER_MISMATCH
+    status = dcgm_structs.c_dcgmNvLinkStatus_v2()
+    status.version = dcgm_structs.dcgmNvLinkStatus_version2
+    answer = dcgm_structs._dcgmGetFunctionPointer("dcgmGetNvLinkLinkStatus")(handle, ctypes.byref(status))
+    assert answer == dcgm_structs.DCGM_ST_VER_MISMATCH

@@ -391,9 +391,10 @@ class Watches:
                 supported = self._adapter.profiling_fields(gpu) & wanted
             except DcgmConnectionLost:
                 raise
-            except DcgmModuleNotLoaded as err:
+            except DcgmModuleNotLoaded as err:  # the engine's module is missing, not the GPU's support
                 self._not_loaded(err)
-                supported = frozenset()
+                state.supported[gpu] = frozenset()
+                continue
             except DcgmNotSupported:
                 supported = frozenset()
             except DcgmError as err:

@@ -208,7 +208,9 @@ def dcgmFieldGroupCreate(handle, fieldIds, fieldGroupName):
     _check(handle)
     if any(name == fieldGroupName for name, _ in ENGINE["field_groups"].values()):
         raise s.DCGMError(-26)
-    if set(fieldIds) - known_ids(_release()):  # AddFieldGroup: one unknown id refuses the whole group
+    if not 0 < len(fieldIds) < 128 or set(fieldIds) - known_ids(
+        _release()
+    ):  # AddFieldGroup: one unknown id refuses the whole group
         raise s.DCGMError(s.DCGM_ST_BADPARAM)
     field_group = _new_id()
     ENGINE["field_groups"][field_group] = [fieldGroupName, list(fieldIds)]

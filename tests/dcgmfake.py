@@ -289,6 +289,8 @@ class FakeDcgm:
         if len(refused) == len(entities):
             return refused  # nothing grouped: no field group, nothing watched
         entities = [key for key in entities if key not in refused]
+        if not 0 < len(field_ids) < 128:  # dcgmFieldGroupCreate: numFieldIds >= 128 is a bad parameter
+            raise dcgm_error(ST_BADPARAM, f"dcgmFieldGroupCreate: {len(field_ids)} field ids, at most 127")
         unknown = sorted(set(field_ids) - known_ids(self.version))
         if unknown:  # DcgmFieldGroupManager::AddFieldGroup: one unknown id refuses the whole group
             raise dcgm_error(ST_BADPARAM, f"dcgmFieldGroupCreate: DCGM {self.release} does not know field {unknown[0]}")

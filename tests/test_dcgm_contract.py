@@ -289,6 +289,24 @@ class Rules:
         else:
             self.engine["prof_status"][gpu] = status
 
+    def release(self, release: str) -> None:
+        if self.fake is not None:
+            self.fake.release = release
+        else:
+            self.engine["release"] = release
+
+    def lose(self, gpu: int) -> None:
+        if self.fake is not None:
+            self.fake.lose_gpu(gpu)
+        else:
+            self.engine["lost"].add(gpu)
+
+    def age(self, key: tuple[int, int], ts_us: int) -> None:
+        if self.fake is not None:
+            self.fake.aged[key] = ts_us
+        else:
+            self.engine["aged"][key] = ts_us
+
 
 REFUSALS = {"lost": ST_GPU_IS_LOST, "unsupported": ST_GPU_NOT_SUPPORTED, "detached": ST_BADPARAM}
 
@@ -391,3 +409,67 @@ def test_library_diagnostics_name_the_file_the_folders_and_the_error(
         assert "header" in message or "too short" in message  # the dynamic loader's own words
     else:
         assert raised.value.reason == "init_failed" and message.startswith("dcgmInit failed: DCGM error -7")
+
+
+@pytest.mark.parametrize(("release", "unknown"), [("3.3.9", 94), ("4.4.2", 1523), ("4.6.0", None)])
+def test_a_field_group_with_one_unknown_id_is_refused_whole(
+    adapter: tuple[DcgmAdapter, str | None], release: str, unknown: int | None
+) -> None:
+    """DcgmFieldGroupManager::AddFieldGroup: one id the release does not know, DCGM_ST_BADPARAM."""
+    dcgm, _ = adapter
+    Rules(dcgm).release(release)
+    if isinstance(dcgm, PydcgmAdapter):
+        dcgm.disconnect()
+        dcgm._library_loaded = False  # the release is read when the library is initialised
+        dcgm.connect("localhost:5555", 5000)
+        assert dcgm.release == release
+    name = f"{PREFIX}unknown"
+    asked = [150, 155] + ([unknown] if unknown is not None else [1523])
+    assert dcgm.known_fields(asked) == frozenset(asked if unknown is None else [150, 155])
+    if unknown is None:
+        assert dcgm.watch(name, [(FE_GPU, 0)], asked, 1_000_000, 5.0) == {}
+        dcgm.unwatch(name)
+        return
+    with pytest.raises(DcgmError) as raised:
+        dcgm.watch(name, [(FE_GPU, 0)], asked, 1_000_000, 5.0)
+    assert raised.value.code == ST_BADPARAM and not isinstance(raised.value, DcgmConnectionLost)
+    assert dcgm.watch(name, [(FE_GPU, 0)], [150, 155], 1_000_000, 5.0) == {}  # nothing was left behind
+    dcgm.unwatch(name)
+
+
+def test_a_gpu_lost_at_run_time_stays_listed_and_reads_blank_with_status_ok(
+    adapter: tuple[DcgmAdapter, str | None],
+) -> None:
+    dcgm, _ = adapter
+    name = f"{PREFIX}lost"
+    assert dcgm.watch(name, [(FE_GPU, 0), (FE_GPU, 1)], [150, 54], 1_000_000, 5.0) == {}
+    try:
+        dcgm.update_all()
+        assert dcgm.gpu_status(0) == "ok"
+        Rules(dcgm).lose(0)
+        assert 0 in gpus(dcgm)  # still listed
+        values = {(v.entity, v.field_id): v for v in dcgm.latest_of([(FE_GPU, 0), (FE_GPU, 1)], [150, 54])}
+        for field_id in (150, 54):
+            lost = values[(0, field_id)]
+            assert lost.status == 0 and decode(lost) == Blank("blank")
+        assert decode(values[(1, 150)]) == 40
+        assert dcgm.gpu_status(0) in ("lost", "ok")  # 4.x may say lost; 3.3 leaves it OK
+    finally:
+        dcgm.unwatch(name)
+
+
+def test_samples_carry_the_time_the_engine_updated_them(adapter: tuple[DcgmAdapter, str | None]) -> None:
+    import time
+
+    dcgm, _ = adapter
+    name = f"{PREFIX}time"
+    dcgm.watch(name, [(FE_GPU, 0), (FE_GPU, 1)], [150], 1_000_000, 5.0)
+    try:
+        dcgm.update_all()
+        now_us = time.time() * 1e6
+        assert all(abs(v.ts - now_us) < 60e6 for v in dcgm.latest_of([(FE_GPU, 0)], [150]))
+        Rules(dcgm).age((FE_GPU, 1), int(now_us - 600e6))  # the engine stopped updating GPU 1
+        (old,) = dcgm.latest_of([(FE_GPU, 1)], [150])
+        assert now_us - old.ts >= 600e6 - 1
+    finally:
+        dcgm.unwatch(name)

@@ -21,6 +21,7 @@ from gpu_exporter.backends.nvml import NvmlBackend
 from gpu_exporter.catalogue import METRICS, enabled_specs
 from gpu_exporter.config import Settings
 from tests.dcgmfake import FakeDcgm, int64
+from tests.harness import samples
 from tests.test_dcgm_backend import ALL, Run, exact, gpu_labels, host, switch_fields, use_fake, value
 
 RELEASES = ("3.3.9", "4.4.2", "4.6.0")
@@ -77,7 +78,9 @@ def test_default_flags_serve_every_gpu_on_each_release(
     if missing:
         assert f"DCGM {release} does not know {len(missing)} field id(s)" in lines[0]
     assert "connection lost" not in caplog.text
-    assert run.backend.not_served == ({f"unknown to DCGM {release}": len(missing)} if missing else {})
+    assert run.backend.not_served() == ({f"unknown to DCGM {release}": len(missing)} if missing else {})
+    served = value(parsed, "gpu_exporter_fields_not_served", reason=f"unknown to DCGM {release}")
+    assert served == (len(missing) if missing else None)
 
 
 def test_an_engine_that_refuses_ids_its_library_knows_loses_only_those(
@@ -249,3 +252,64 @@ def test_auto_falls_back_to_nvml_when_dcgm_answers_no_gpu_value(monkeypatch: pyt
     assert isinstance(backend, NvmlBackend)
     assert why == "auto: DCGM not available (DCGM (standalone localhost:5555) answers no GPU value)"
     assert not fake.watches
+
+
+def test_a_hung_re_enumeration_is_counted_while_gpu_reads_go_on() -> None:
+    """The sampler's real clock, a short interval, and re-enumeration due every cycle: the engine's
+    entity listing hangs; every GPU is still read each cycle and each cycle it hangs is counted."""
+    from gpu_exporter.sampler import Sampler
+
+    fake = on("4.6.0")
+    specs = enabled_specs(ALL)
+    sampler = Sampler(DcgmBackend(lambda: fake, specs, 0.2), specs, 0.2, "test", rediscover_interval=0.01)
+    release, entered = threading.Event(), threading.Event()
+    real_entities = fake.entities
+
+    def hung() -> list:  # type: ignore[type-arg]
+        entered.set()
+        release.wait(30)
+        return real_entities()
+
+    try:
+        sampler.run_cycle()
+        fake.entities = hung  # type: ignore[method-assign]
+        while not entered.is_set():
+            sampler.run_cycle()
+        parsed = {}
+        stalled = None
+        for _ in range(50):  # each cycle lasts at most its interval; the count appears within a few
+            parsed = samples(sampler.run_cycle().rendered.text.decode())
+            stalled = value(parsed, "gpu_exporter_sample_errors_total", kind="discovery_stalled")
+            if stalled:
+                break
+        assert stalled and stalled >= 1
+        assert value(parsed, "gpu_power_watts", gpu="0") == 250.5
+        assert exact(parsed, "gpu_up", **gpu_labels(1)) == 1
+    finally:
+        release.set()
+        sampler.stop()
+
+
+def test_explicit_dcgm_keeps_dcgm_when_it_answers_no_gpu_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = on("4.6.0")
+    fake.lost = {0, 1}
+    use_fake(monkeypatch, fake)
+    backend, why = select(Settings(backend="dcgm"))
+    try:
+        assert isinstance(backend, DcgmBackend)
+        assert why == "requested (standalone localhost:5555; DCGM (standalone localhost:5555) answers no GPU value)"
+    finally:
+        backend.close()
+
+
+def test_profiling_module_not_loaded_is_not_blamed_on_the_gpu(
+    runs: list[Run], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = on("4.6.0")
+    fake.profiling_support = {0: -33, 1: -33}  # DCGM_ST_MODULE_NOT_LOADED
+    run = Run(fake)
+    runs.append(run)
+    with caplog.at_level(logging.INFO):
+        run.cycle()
+    assert "module_not_loaded" in caplog.text
+    assert "does not support DCGM profiling" not in caplog.text

@@ -180,6 +180,8 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metri
         _add(families["gpu_exporter_device_stalled"], labels, 1 if device.stalled else 0)
         if not device.up:
             _add(families["gpu_exporter_device_down"], {**labels, "reason": device.down_reason or "lost"}, 1)
+    for reason, count in sorted(stats.not_served.items()):
+        _add(families["gpu_exporter_fields_not_served"], {"reason": reason}, count)
     for name, source in stats.sources.items():
         _add(families["gpu_exporter_source_up"], {"source": name}, 1 if source.up else 0)
         _add(families["gpu_exporter_source_requests_total"], {"source": name}, source.requests)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
 from gpu_exporter.attribution.join import Attributor
-from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading
+from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.convert import Converted, convert
@@ -232,6 +232,11 @@ class Sampler:
         elif self._open and self._discovery_due(now):
             self._control.start("discover", cycle)
         self._wait(lambda: self._control.worker.busy_since is None, deadline)
+        busy_since = self._control.worker.busy_since
+        if busy_since is not None and self._clock() - busy_since > self._interval:
+            # An open or re-enumeration call that hangs: the GPUs' reads go on with the devices known
+            # before; each cycle it is still hung is counted, so it shows.
+            tally(self._errors, "discovery_stalled")
         outcome = self._control.take()
         if outcome is not None:
             self._apply(outcome, self._clock())
@@ -458,6 +463,7 @@ class Sampler:
             invalid=dict(self._invalid),
             collectors=collectors,
             sources=self._attributor.sources(),
+            not_served=self._backend.not_served() if self._open else {},
         )
         frame = Frame(
             host=self._host,

@@ -88,6 +88,7 @@ class SelfStats:
     invalid: Mapping[str, int] = field(default_factory=dict)
     collectors: Mapping[str, CollectorStatus] = field(default_factory=dict)
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+    not_served: Mapping[str, int] = field(default_factory=dict)  # reason → vendor fields not asked
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,18 @@ dcgmGetEntityGroupEntities with flags 0 still lists the GPU, dcgmGroupAddEntity 
 MIG instances with DCGM_ST_GPU_IS_LOST, DCGM_ST_GPU_NOT_SUPPORTED or DCGM_ST_BADPARAM); a group
 holds at most ``ENGINE["max_entities"]`` entities (DCGM_ST_MAX_LIMIT beyond, also for
 dcgmEntitiesGetLatestValues); ``ENGINE["prof_status"]`` (GPU id → the status
-dcgmProfGetSupportedMetricGroups fails with, e.g. DCGM_ST_MODULE_NOT_LOADED)."""
+dcgmProfGetSupportedMetricGroups fails with, e.g. DCGM_ST_MODULE_NOT_LOADED); ``ENGINE["release"]``
+(which field ids dcgmFieldGroupCreate accepts: one unknown id refuses the group with DCGM_ST_BADPARAM;
+what dcgmVersionInfo says; dcgmGetGpuStatus exists from 4.0); ``ENGINE["lost"]`` (GPU ids lost at run
+time: still listed, their values the type's blank with status OK); ``ENGINE["aged"]`` (entity → the µs
+its samples stopped being updated at; the others carry the time of the read)."""
 
 import time
 from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
 
 import dcgm_structs as s
+
+from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 
 dcgmFieldValueEntityEnumeration_f = CFUNCTYPE(
     c_int32, c_uint32, c_uint32, POINTER(s.c_dcgmFieldValue_v1), c_int32, c_void_p
@@ -33,7 +39,12 @@ ENGINE = {
     "status": {},  # GPU id -> "lost" | "unsupported" | "detached"
     "max_entities": s.DCGM_GROUP_MAX_ENTITIES_V2,
     "prof_status": {1: -36},  # GPU id -> DCGM_ST_* of dcgmProfGetSupportedMetricGroups
+    "release": "4.6.0",
+    "lost": set(),  # GPU ids lost at run time
+    "aged": {},  # entity -> µs its samples stopped at
 }
+_BLANKS = {"i": 0x7FFFFFFFFFFFFFF0, "d": 140737488355328.0, "s": b"<<<NULL>>>"}
+_STATUS_WORDS = {"lost": 4, "unsupported": 2, "detached": 7}
 _REFUSALS = {"lost": s.DCGM_ST_GPU_IS_LOST, "unsupported": s.DCGM_ST_GPU_NOT_SUPPORTED, "detached": s.DCGM_ST_BADPARAM}
 _PARENTS = {(4, 3): (1, 1), (5, 4): (4, 3)}
 
@@ -59,6 +70,33 @@ def _check(handle):
 def _now_us():
     """The engine stamps each sample with the time it sampled it (µs since the epoch)."""
     return int(time.time() * 1e6)
+
+
+def _release():
+    return parse_version(ENGINE["release"]) or (4, 6, 0)
+
+
+def _value(entity, field):
+    """(type, value, ts) of one watched field as the engine holds it."""
+    kind, value = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
+    if _gpu_of(entity) in ENGINE["lost"]:
+        value = _BLANKS[kind]
+    return kind, value, ENGINE["aged"].get(entity, _now_us())
+
+
+def dcgmVersionInfo():
+    info = s.c_dcgmVersionInfo_v2()
+    info.rawBuildInfoString = f"version:{ENGINE['release']};arch:x86_64;buildtype:Release".encode()
+    return info
+
+
+def dcgmGetGpuStatus(handle, gpuId):
+    _check(handle)
+    if _release() < (4, 0, 0):
+        raise s.DCGMError(-2)  # DCGM_ST_FUNCTION_NOT_FOUND: 3.x has no such call
+    if gpuId in ENGINE["lost"]:
+        return 4
+    return _STATUS_WORDS.get(ENGINE["status"].get(gpuId), 1)
 
 
 def _new_id():
@@ -99,7 +137,11 @@ dcgmDisconnect = dcgmStopEmbedded
 
 def dcgmGetEntityGroupEntities(handle, entityGroup, flags):
     _check(handle)
-    return {1: [0, 1], 3: [0]}.get(entityGroup, [])
+    listed = {1: [0, 1], 3: [0]}.get(entityGroup, [])
+    if entityGroup == 1 and flags & 1:  # DCGM_GEGE_FLAG_ONLY_SUPPORTED: GPUs in status OK only
+        lost_marks_status = _release() >= (4, 0, 0)  # 3.3's engine leaves a lost GPU in status OK
+        return [g for g in listed if g not in ENGINE["status"] and not (lost_marks_status and g in ENGINE["lost"])]
+    return listed
 
 
 def dcgmGetGpuInstanceHierarchy(handle):
@@ -166,6 +208,10 @@ def dcgmFieldGroupCreate(handle, fieldIds, fieldGroupName):
     _check(handle)
     if any(name == fieldGroupName for name, _ in ENGINE["field_groups"].values()):
         raise s.DCGMError(-26)
+    if not 0 < len(fieldIds) < 128 or set(fieldIds) - known_ids(
+        _release()
+    ):  # AddFieldGroup: one unknown id refuses the whole group
+        raise s.DCGMError(s.DCGM_ST_BADPARAM)
     field_group = _new_id()
     ENGINE["field_groups"][field_group] = [fieldGroupName, list(fieldIds)]
     return c_void_p(field_group)
@@ -221,8 +267,8 @@ def dcgmGetLatestValues_v2(handle, groupId, fieldGroupId, enumCB, userData):
     entities, fields = ENGINE["groups"][_id(groupId)][1], ENGINE["field_groups"][_id(fieldGroupId)][1]
 
     def make(entity, field):
-        kind, value = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
-        return field, kind, value, _now_us()
+        kind, value, ts = _value(entity, field)
+        return field, kind, value, ts
 
     _deliver(enumCB, userData, entities, fields, make)
     return 0
@@ -246,13 +292,8 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
         entity = (int(pair.entityGroupId), int(pair.entityId))
         for field in fieldIds:
             value = out[index]
-            value.entityGroupId, value.entityId, value.fieldId, value.ts = (
-                entity[0],
-                entity[1],
-                field,
-                _now_us(),
-            )
-            kind, raw = ENGINE["values"].get(entity, {}).get(field, ("i", 0x7FFFFFFFFFFFFFF0))
+            kind, raw, ts = _value(entity, field)
+            value.entityGroupId, value.entityId, value.fieldId, value.ts = entity[0], entity[1], field, ts
             if (entity, field) not in watched:
                 value.status, kind, raw = -16, "i", 0x7FFFFFFFFFFFFFF0
             value.fieldType = ord(kind)

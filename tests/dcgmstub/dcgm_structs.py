@@ -177,3 +177,7 @@ class c_dcgmProfGetMetricGroups_v3(Structure):
         ("numMetricGroups", c_uint32),
         ("metricGroups", c_dcgmProfMetricGroupInfo_v2 * 10),
     ]
+
+
+class c_dcgmVersionInfo_v2(Structure):
+    _fields_ = [("version", c_uint32), ("rawBuildInfoString", c_char * (DCGM_MAX_STR_LENGTH * 2))]

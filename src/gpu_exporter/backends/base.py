@@ -180,6 +180,9 @@ class Backend(Protocol):
     def events_healthy(self) -> bool:
         """False while events cannot be received (no event set, the last fetch failed)."""
 
+    def not_served(self) -> dict[str, int]:
+        """Vendor fields the backend would read but cannot ask this library for, counted by reason."""
+
     def close(self) -> None:
         """Release the vendor library; safe to call when not open."""
 

@@ -51,6 +51,10 @@ def _dcgm(settings: Settings) -> Choice:
     try:
         mode, gpus = backend.probe()
     except DcgmUnusable as err:
+        if err.reason == "dcgm_no_values" and settings.backend == "dcgm":
+            # Asked for by name: keep trying DCGM (the log and gpu_exporter_device_down say why it serves nothing).
+            log.warning("--backend dcgm: %s; using it anyway, as asked", err)
+            return Choice(backend, f"{backend.mode}; {err.summary}")
         raise Unsuitable(err.reason, err.summary, str(err)) from err
     if gpus == 0:
         backend.close()

@@ -112,8 +112,17 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
         "gauge",
         "",
         (*DEVICE_LABELS, "reason"),
-        "1 while a GPU is down (gpu_up 0), with why: lost (the driver says so), vanished (out of the driver's "
-        "list), not_enumerated, refused (DCGM will not group it), connection_lost (DCGM).",
+        "1 while a GPU is down (gpu_up 0), with why: lost (the driver or DCGM says so), vanished (out of the "
+        "driver's list), not_enumerated, unsupported (DCGM does not support it), detached, inaccessible or disabled "
+        "(DCGM's status of it), refused (DCGM will not group it), connection_lost (DCGM).",
+    ),
+    FixedMetric(
+        "gpu_exporter_fields_not_served",
+        "gauge",
+        "",
+        ("reason",),
+        "Vendor fields the exporter would read but the backend cannot be asked for, by reason (e.g. unknown to "
+        "the connected DCGM release); their series are absent.",
     ),
     FixedMetric(
         "gpu_exporter_source_up",

@@ -91,6 +91,9 @@ __all__ = ["GROUP_PREFIX", "PROFILING_RETRY_SECONDS", "DcgmBackend", "DcgmUnusab
 #: below) is stale: dropped, and counted as ``gpu_exporter_sample_errors_total{kind="stale"}``.
 STALE_INTERVALS = 4
 STALE_MIN_SECONDS = 5.0
+#: What ``probe`` asks every GPU for to see that DCGM answers GPU values: UUID, temperature, power,
+#: GPU utilisation, framebuffer used (device fields every release knows; no global field).
+PROBE_FIELDS = frozenset({FI_UUID, 150, 155, 203, 252})
 #: The local standalone host engine tried first when no --dcgm.address is given.
 DEFAULT_STANDALONE = "localhost:5555"
 CONNECT_TIMEOUT_MS = 2000
@@ -173,7 +176,7 @@ class DcgmBackend:
             try:
                 adapter = self._adapter_now()
                 gpus = [entity.key for entity in adapter.entities() if entity.group == FE_GPU]
-                fields = sorted(self._known_fields(adapter) & {FI_UUID, *plain_fields(self._specs)})[:16]
+                fields = sorted(self._known_fields(adapter) & PROBE_FIELDS)
                 refused: dict[tuple[int, int], int] = {}
                 answered = 0
                 for part in split(gpus, adapter.group_limit):
@@ -219,7 +222,6 @@ class DcgmBackend:
                 )  # fmt: skip
         return self._known
 
-    @property
     def not_served(self) -> dict[str, int]:
         """Field ids the exporter would ask for but the engine cannot answer, counted by reason."""
         release = self._adapter.release if self._adapter is not None else ""

@@ -158,8 +158,11 @@ IDENTITY_FIELDS: tuple[int, ...] = (
     FI_GPM_SUPPORT,
     FI_CC_MODE,
 )
-#: Most field ids DCGM accepts in one field group (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
+#: Most field ids one dcgmEntitiesGetLatestValues call accepts (DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP).
 MAX_FIELDS_PER_GROUP = 128
+#: Most field ids one field group may hold: dcgmFieldGroupCreate refuses ``numFieldIds >=
+#: DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP`` with DCGM_ST_BADPARAM (DcgmApi.cpp, 3.3 to 4.6), so 127.
+MAX_IDS_PER_FIELD_GROUP = 127
 #: Most entities one entity group (and one dcgmEntitiesGetLatestValues call) may hold: DCGM 3.x's
 #: DCGM_GROUP_MAX_ENTITIES; DCGM 4.x raised it to 1024 (DCGM_GROUP_MAX_ENTITIES_V2).
 GROUP_MAX_ENTITIES_3 = 64

@@ -4,7 +4,8 @@ groups, each named ``gpu-exporter-<pid>-<nonce>-<need>``, and which fields each 
 Entities the engine lists but will not group (a Lost, Unsupported or Detached GPU, and its MIG
 instances and links) are left out of every group; such a GPU stays a device, refused, and is tried
 again with backoff (:meth:`Watches.probe_refused`). Every group is split to the engine's group
-limit (``adapter.group_limit``: 64 entities on DCGM 3.x, 1024 on 4.x) and to 128 fields.
+limit (``adapter.group_limit``: 64 entities on DCGM 3.x, 1024 on 4.x) and to 127 fields
+(dcgmFieldGroupCreate refuses 128).
 
 Profiling fields are watched per set of fields a GPU supports (so a mixed node watches each model's
 own set). A profiling module the engine has not loaded, like a model without profiling, disables
@@ -41,7 +42,7 @@ from gpu_exporter.backends.dcgm.values import (
     FI_UUID,
     FI_XID_ERRORS,
     IDENTITY_FIELDS,
-    MAX_FIELDS_PER_GROUP,
+    MAX_IDS_PER_FIELD_GROUP,
     ST_BADPARAM,
     Blank,
     Entity,
@@ -109,7 +110,7 @@ def wanted_fields(specs: Iterable[MetricSpec]) -> list[int]:
 
 
 def _chunks(fields: Sequence[int]) -> list[tuple[int, ...]]:
-    return [tuple(fields[i : i + MAX_FIELDS_PER_GROUP]) for i in range(0, len(fields), MAX_FIELDS_PER_GROUP)]
+    return [tuple(fields[i : i + MAX_IDS_PER_FIELD_GROUP]) for i in range(0, len(fields), MAX_IDS_PER_FIELD_GROUP)]
 
 
 def split(entities: Sequence[tuple[int, int]], limit: int) -> list[list[tuple[int, int]]]:
@@ -391,9 +392,10 @@ class Watches:
                 supported = self._adapter.profiling_fields(gpu) & wanted
             except DcgmConnectionLost:
                 raise
-            except DcgmModuleNotLoaded as err:
+            except DcgmModuleNotLoaded as err:  # the engine's module is missing, not the GPU's support
                 self._not_loaded(err)
-                supported = frozenset()
+                state.supported[gpu] = frozenset()
+                continue
             except DcgmNotSupported:
                 supported = frozenset()
             except DcgmError as err:

@@ -374,6 +374,10 @@ class NvmlBackend:
         """False when no listener runs or its last wait failed."""
         return self._listener is not None and self._listener.healthy
 
+    def not_served(self) -> dict[str, int]:
+        """NVML answers per call (not supported is per value): nothing is left unasked."""
+        return {}
+
     def close(self) -> None:
         """Stop the event listener, then ``nvmlShutdown`` once per successful ``open``."""
         if self._listener is not None:

@@ -41,7 +41,7 @@ from gpu_exporter.backends.dcgm.values import (
     ST_PROFILING_NOT_SUPPORTED,
 )
 from gpu_exporter.catalogue import METRICS
-from tests.dcgmfake import FakeDcgm, from_scenario
+from tests.dcgmfake import FakeDcgm, from_scenario, int64
 from tests.dcgmlib_standin import StandInLibrary, install
 from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
 from tests.test_parity import NVML_ONLY, comparable, whole_mib
@@ -391,3 +391,31 @@ def test_the_standin_answers_as_the_releases_library(host: Host) -> None:
     status.version = dcgm_structs.dcgmNvLinkStatus_version2
     answer = dcgm_structs._dcgmGetFunctionPointer("dcgmGetNvLinkLinkStatus")(handle, ctypes.byref(status))
     assert answer == dcgm_structs.DCGM_ST_VER_MISMATCH
+
+
+def _link_id(release: str, owner: int, port: int) -> int:
+    """dcgm_link_t's raw id, from the release's dcgm_structs.h: 3.x packs type:8, index:8, id:16; 4.3
+    and later type:8, index:16, id:8 (FE_SWITCH = 3)."""
+    if release < "4":
+        return 3 | port << 8 | owner << 16
+    return 3 | port << 8 | owner << 24
+
+
+def test_nvswitch_ports_are_served_with_the_releases_link_ids(host: Host) -> None:
+    """Switch 1's port 3 through the backend: the adapter must name the port as the engine of the
+    release does, or the engine refuses it (the issue: 3.x lost every port of a switch other than 0)."""
+    from gpu_exporter.backends.dcgm import DcgmBackend
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, NVSWITCH_PORT_ERRORS, enabled_specs
+    from gpu_exporter.sampler import Sampler
+
+    kind, field_id = NVSWITCH_PORT_ERRORS[0]
+    host.engine.add_nvswitch(0, [0], {863: int64(0)})
+    host.engine.add_nvswitch(1, [3], {863: int64(1)}, port_fields={3: {field_id: int64(7)}})
+    assert (FE_LINK, _link_id(host.release, 1, 3)) in {e.key for e in host.adapter.entities()}
+    specs = enabled_specs(DEFAULT_COLLECTORS | {"nvswitch"})
+    sampler = Sampler(DcgmBackend(lambda: host.adapter, specs, 3600.0), specs, 3600.0, "releases")
+    try:
+        parsed = samples(sampler.run_cycle().rendered.text.decode())
+    finally:
+        sampler.stop()
+    assert value(parsed, "gpu_nvswitch_nvlink_errors_total", nvswitch="1", nvlink="3", type=kind) == 7

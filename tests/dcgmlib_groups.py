@@ -107,7 +107,7 @@ class GroupCalls:
             return int(refusal)
         if key in group.entities:
             return ST_BADPARAM
-        if len(group.entities) >= self.group_limit():
+        if len(group.entities) >= self.engine.group_limit:  # the engine's (its release's) limit
             return ST_MAX_LIMIT
         group.entities.append(key)
         return ST_OK

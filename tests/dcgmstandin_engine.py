@@ -85,7 +85,10 @@ def install_from_environment(structs: ModuleType) -> StandInLibrary:
     named = os.environ.get("DCGM_STANDIN_RELEASE")
     release = parse_version(named) if named else release_of(structs)
     assert release is not None, f"DCGM_STANDIN_RELEASE={named!r} is not a release (4.4.2)"
-    engine = new_engine(release)
+    other = os.environ.get("DCGM_STANDIN_ENGINE_RELEASE")  # a standalone engine of another release
+    engine_release = parse_version(other) if other else release
+    assert engine_release is not None, f"DCGM_STANDIN_ENGINE_RELEASE={other!r} is not a release (4.4.2)"
+    engine = new_engine(engine_release)
     scenario = ScenarioEngine(Path(os.environ["DCGM_STANDIN_SCENARIO"]), engine)
     library = install(structs, engine, release)
     library.before_call = scenario.refresh

@@ -334,6 +334,27 @@ def test_backend_auto_picks_dcgm_and_serves_every_gpu(fakenvml_dir: Path, tmp_pa
         assert value(parsed, "gpu_up", gpu=str(gpu)) == 1, f"GPU {gpu}: " + why(exporter, parsed)
 
 
+def test_a_newer_library_on_an_older_standalone_engine_serves_every_gpu(run: Run, tmp_path: Path) -> None:
+    """4.6.0's bindings and library (they say every id is known) on a 4.4.2 host engine, which refuses
+    field groups holding 175, 1507 or 1523: only those go unserved."""
+    bindings("4.6.0")
+    scenario = tmp_path / "older-engine.scn"
+    scenario.write_text(run.text)
+    env = {**_dcgm_env("4.6.0", scenario), "DCGM_STANDIN_ENGINE_RELEASE": "4.4.2"}
+    exporter = start(None, None, tmp_path, "--backend", "dcgm", env=env)
+    try:
+        parsed = served(exporter, time.monotonic() + 8)
+    finally:
+        exporter.stop()
+    assert run.nvml is not None
+    nvml = samples(run.nvml.metrics())
+    for gpu in range(GPUS):
+        assert value(parsed, "gpu_up", gpu=str(gpu)) == 1, f"GPU {gpu}: " + why(exporter, parsed)
+        want = value(nvml, "gpu_temperature_celsius", gpu=str(gpu))
+        assert value(parsed, "gpu_temperature_celsius", gpu=str(gpu)) == want
+    assert "gpu_memory_unrepairable" in nvml and "gpu_memory_unrepairable" not in parsed  # 1507: 4.5 and later
+
+
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_gpu_lost_at_run_time_is_down_lost_within_30_s(run: Run, release: str) -> None:
     bindings(release)

@@ -7,7 +7,9 @@ and set:
 - ``DCGM_STANDIN_SCENARIO``: a fake-NVML scenario file (tests/fakenvml/SCENARIO.md), the engine's host:
   the file is read again whenever it changes, and ``gpuN.lost_after = S`` makes GPU N lost from S
   seconds after start (DCGM keeps listing it; the engine's status for it becomes Lost);
-- ``DCGM_STANDIN_RELEASE`` (optional): the release the stand-in plays, when the folder name does not say.
+- ``DCGM_STANDIN_RELEASE`` (optional): the release the stand-in library plays, when the folder name does not say;
+- ``DCGM_STANDIN_ENGINE_RELEASE`` (optional): the release of the host engine behind it (its field table,
+  link id packing, loss), where a standalone engine older or newer than the library answers.
 
 Nothing is done until the process imports ``dcgm_structs``; then the module's library loader is
 replaced, so that ``dcgm_structs._dcgmInit()`` installs :mod:`tests.dcgmstandin_engine`'s stand-in

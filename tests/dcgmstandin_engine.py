@@ -4,6 +4,8 @@
 - the file is read again when its modification time or size changes (GPUs' values, links, P2P);
 - ``gpuN.lost_after = S``: from S seconds after the engine started, GPU N's status is Lost (the fake's
   ``entity_status``, or its ``lose_gpu`` where it has one); removing the key brings it back;
+- ``dcgm.gpuN.aged_after = S`` (a stand-in key, not the fake NVML's): from S seconds after start the
+  engine stops updating GPU N: its samples keep the time they had then (``FakeDcgm.aged``);
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ScenarioEngine:
         self.seen: tuple[float, int] | None = None
         self.lost_after: dict[int, float] = {}
         self.lost: set[int] = set()
+        self.aged_after: dict[int, float] = {}
         self.refresh()
 
     def _build(self, text: str) -> FakeDcgm:
@@ -54,6 +57,11 @@ class ScenarioEngine:
                 for key, value in keys.items()
                 if key.startswith("gpu") and key.endswith(".lost_after")
             }
+            self.aged_after = {
+                int(key[8:].split(".", 1)[0]): float(value)
+                for key, value in keys.items()
+                if key.startswith("dcgm.gpu") and key.endswith(".aged_after")
+            }
         elapsed = time.monotonic() - self.started
         lost = {gpu for gpu, after in self.lost_after.items() if elapsed >= after}
         for gpu in lost - self.lost:
@@ -61,6 +69,11 @@ class ScenarioEngine:
         for gpu in self.lost - lost:
             self._set_lost(gpu, False)
         self.lost = lost
+        for gpu, after in self.aged_after.items():
+            if elapsed >= after and (FE_GPU, gpu) not in self.engine.aged:
+                self.engine.aged[(FE_GPU, gpu)] = self.engine.now_us()  # its samples keep this time
+        for key in [key for key in self.engine.aged if key[0] == FE_GPU and key[1] not in self.aged_after]:
+            del self.engine.aged[key]
 
     def _set_lost(self, gpu: int, lost: bool) -> None:
         own = getattr(self.engine, "lose_gpu" if lost else "recover_gpu", None)

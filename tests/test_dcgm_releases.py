@@ -234,14 +234,15 @@ class Run:
         path.write_text(self.text)
         return path
 
-    def lose_gpu_1(self) -> float:
-        """Once: note every release's exposition with all GPUs up (:attr:`before`), then append
-        ``gpu1.lost_after = 0`` to every release's scenario (their 30 s run together); when that was."""
+    def break_gpus(self) -> float:
+        """Once: note every release's exposition with all GPUs up (:attr:`before`), then, in every
+        release's scenario (their 30 s run together), lose GPU 1 and stop the engine updating GPU 3's
+        values; when that was."""
         if self.lost_at is None:
             for release, exporter in self.dcgm.items():
                 self.before[release] = served(exporter, self.started + 12)
             for path in self.scenarios.values():
-                path.write_text(self.text + "gpu1.lost_after = 0\n")
+                path.write_text(self.text + "gpu1.lost_after = 0\ndcgm.gpu3.aged_after = 0\n")
             self.lost_at = time.monotonic()
         return self.lost_at
 
@@ -359,7 +360,7 @@ def test_a_newer_library_on_an_older_standalone_engine_serves_every_gpu(run: Run
 def test_a_gpu_lost_at_run_time_is_down_lost_within_30_s(run: Run, release: str) -> None:
     bindings(release)
     exporter = run.dcgm[release]
-    lost_at = run.lose_gpu_1()  # every release's scenario at once: their 30 s run together
+    lost_at = run.break_gpus()  # every release's scenario at once: their 30 s run together
     before = run.before[release]
     if value(before, "gpu_up", gpu="1") != 1:
         pytest.fail("GPU 1 never came up, so its loss cannot be seen: " + why(exporter, before), pytrace=False)
@@ -376,7 +377,7 @@ def test_a_gpu_lost_at_run_time_is_down_lost_within_30_s(run: Run, release: str)
                 pytrace=False,
             )
         time.sleep(0.5)
-    for gpu in (0, 2, 3):
+    for gpu in (0, 2):  # (GPU 3's values go stale meanwhile: the next test)
         assert value(parsed, "gpu_up", gpu=str(gpu)) == 1
         assert value(parsed, "gpu_temperature_celsius", gpu=str(gpu)) == value(
             before, "gpu_temperature_celsius", gpu=str(gpu)
@@ -440,3 +441,28 @@ def test_nvswitch_ports_are_served_with_the_releases_link_ids(host: Host) -> Non
     finally:
         sampler.stop()
     assert value(parsed, "gpu_nvswitch_nvlink_errors_total", nvswitch="1", nvlink="3", type=kind) == 7
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_values_the_engine_stopped_updating_are_dropped_and_counted(run: Run, release: str) -> None:
+    bindings(release)
+    exporter = run.dcgm[release]
+    broken_at = run.break_gpus()
+    before = run.before[release]
+    if value(before, "gpu_temperature_celsius", gpu="3") is None:
+        pytest.fail("GPU 3 was never served, so its values cannot go stale: " + why(exporter, before), pytrace=False)
+    while True:
+        parsed = samples(exporter.metrics())
+        temperature = value(parsed, "gpu_temperature_celsius", gpu="3")
+        stale = value(parsed, "gpu_exporter_sample_errors_total", kind="stale") or 0
+        if temperature is None and stale > 0:
+            break
+        if time.monotonic() - broken_at > 30:
+            pytest.fail(
+                f"30 s after GPU 3's values stopped: temperature {temperature}, stale errors {stale}; "
+                + why(exporter, parsed),
+                pytrace=False,
+            )
+        time.sleep(0.5)
+    assert value(parsed, "gpu_up", gpu="3") == 1, "only stale, and the engine says it is fine: not down"
+    assert value(parsed, "gpu_temperature_celsius", gpu="0") == value(before, "gpu_temperature_celsius", gpu="0")

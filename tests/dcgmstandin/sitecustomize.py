@@ -6,7 +6,8 @@ and set:
 - ``DCGM_PYTHON_PATH``: one release's bindings folder (named after it: ``.../v4.4.2``);
 - ``DCGM_STANDIN_SCENARIO``: a fake-NVML scenario file (tests/fakenvml/SCENARIO.md), the engine's host:
   the file is read again whenever it changes, and ``gpuN.lost_after = S`` makes GPU N lost from S
-  seconds after start (DCGM keeps listing it; the engine's status for it becomes Lost);
+  seconds after start (DCGM keeps listing it; the engine's status for it becomes Lost), and
+  ``dcgm.gpuN.aged_after = S`` makes the engine stop updating GPU N's values from S seconds on;
 - ``DCGM_STANDIN_RELEASE`` (optional): the release the stand-in library plays, when the folder name does not say;
 - ``DCGM_STANDIN_ENGINE_RELEASE`` (optional): the release of the host engine behind it (its field table,
   link id packing, loss), where a standalone engine older or newer than the library answers.

@@ -40,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -142,6 +143,7 @@ class StandInLibrary(GroupCalls):
         self.metas: dict[int, Any] = {}
         self.calls: list[str] = []
         self.before_call: Callable[[], None] | None = None  # e.g. the launcher's scenario refresh
+        self.trace: str | None = None  # a file to append "time function status" to, per call
         for method in dir(self):  # the functions this release exports become attributes; the rest stay missing
             name = method.removeprefix("api_")
             if method.startswith("api_") and self.release >= SINCE.get(name, (0, 0, 0)):
@@ -154,9 +156,13 @@ class StandInLibrary(GroupCalls):
                 if self.before_call is not None:
                     self.before_call()
                 try:
-                    return body(*args)
+                    answer = body(*args)
                 except DcgmError as err:  # the engine's refusal, as the C function's status
-                    return int(err.code)
+                    answer = int(err.code)
+                if self.trace is not None:
+                    with open(self.trace, "a", encoding="utf-8") as out:
+                        out.write(f"{time.time():.3f} {name} {answer if isinstance(answer, int) else 'ptr'}\n")
+                return answer
 
         return call
 

@@ -6,6 +6,8 @@
   ``entity_status``, or its ``lose_gpu`` where it has one); removing the key brings it back;
 - ``dcgm.gpuN.aged_after = S`` (a stand-in key, not the fake NVML's): from S seconds after start the
   engine stops updating GPU N: its samples keep the time they had then (``FakeDcgm.aged``);
+- ``dcgm.gpuN.refused = lost|unsupported|detached`` (a stand-in key): the engine lists GPU N but in
+  that status (group add refuses it with GPU_IS_LOST, GPU_NOT_SUPPORTED or BADPARAM) while the key is there;
 """
 
 from __future__ import annotations
@@ -20,8 +22,20 @@ from gpu_exporter.backends.dcgm.values import FE_GPU, ST_GPU_IS_LOST
 from tests.dcgmfake import FakeDcgm, from_scenario, scenario_keys
 from tests.dcgmlib_standin import StandInLibrary, install, release_of
 
+#: ``dcgm.gpuN.refused`` → the status dcgmGroupAddEntity refuses the GPU with (FakeDcgm.entity_status).
+REFUSALS = {"lost": -18, "unsupported": -22, "detached": -1}
 #: State a scenario describes; watches, connections and groups stay the engine's.
 HOST_STATE = ("entity_list", "values", "globals", "link_state", "p2p", "profiling_support")
+
+
+def _per_gpu(keys: dict[str, str], prefix: str, suffix: str) -> dict[int, str]:
+    """``{N: value}`` of the keys ``<prefix>N<suffix>``."""
+    found = {}
+    for key, value in keys.items():
+        number = key[len(prefix) : -len(suffix)] if key.startswith(prefix) and key.endswith(suffix) else ""
+        if number.isdigit():
+            found[int(number)] = value
+    return found
 
 
 class ScenarioEngine:
@@ -35,6 +49,8 @@ class ScenarioEngine:
         self.lost_after: dict[int, float] = {}
         self.lost: set[int] = set()
         self.aged_after: dict[int, float] = {}
+        self.refused: dict[int, str] = {}
+        self.applied: dict[int, str] = {}
         self.refresh()
 
     def _build(self, text: str) -> FakeDcgm:
@@ -52,16 +68,9 @@ class ScenarioEngine:
             for name in HOST_STATE:
                 setattr(self.engine, name, getattr(fresh, name))
             keys = scenario_keys(text)
-            self.lost_after = {
-                int(key[3:].split(".", 1)[0]): float(value)
-                for key, value in keys.items()
-                if key.startswith("gpu") and key.endswith(".lost_after")
-            }
-            self.aged_after = {
-                int(key[8:].split(".", 1)[0]): float(value)
-                for key, value in keys.items()
-                if key.startswith("dcgm.gpu") and key.endswith(".aged_after")
-            }
+            self.lost_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "gpu", ".lost_after").items()}
+            self.aged_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "dcgm.gpu", ".aged_after").items()}
+            self.refused = _per_gpu(keys, "dcgm.gpu", ".refused")
         elapsed = time.monotonic() - self.started
         lost = {gpu for gpu, after in self.lost_after.items() if elapsed >= after}
         for gpu in lost - self.lost:
@@ -74,6 +83,13 @@ class ScenarioEngine:
                 self.engine.aged[(FE_GPU, gpu)] = self.engine.now_us()  # its samples keep this time
         for key in [key for key in self.engine.aged if key[0] == FE_GPU and key[1] not in self.aged_after]:
             del self.engine.aged[key]
+        for gpu in set(self.refused) | set(self.applied):
+            if self.refused.get(gpu) != self.applied.get(gpu):
+                if gpu in self.refused:
+                    self.engine.entity_status[(FE_GPU, gpu)] = REFUSALS[self.refused[gpu]]
+                else:
+                    self.engine.entity_status.pop((FE_GPU, gpu), None)
+        self.applied = dict(self.refused)
 
     def _set_lost(self, gpu: int, lost: bool) -> None:
         own = getattr(self.engine, "lose_gpu" if lost else "recover_gpu", None)
@@ -105,4 +121,5 @@ def install_from_environment(structs: ModuleType) -> StandInLibrary:
     scenario = ScenarioEngine(Path(os.environ["DCGM_STANDIN_SCENARIO"]), engine)
     library = install(structs, engine, release)
     library.before_call = scenario.refresh
+    library.trace = os.environ.get("DCGM_STANDIN_TRACE") or None
     return library

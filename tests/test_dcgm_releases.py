@@ -18,7 +18,7 @@ import ctypes
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,6 +60,7 @@ FIELDS = {150: FT_INT64, 155: FT_DOUBLE, 252: FT_INT64, 54: FT_STRING}
 #: A field id the release's engine does not know (the next release added it).
 UNKNOWN = {"3.3.9": 94, "4.4.2": 1507, "4.6.0": 1600}
 GPUS = 4  # in h100x4.scn
+Parsed = dict[str, dict[frozenset[tuple[str, str]], float]]
 STANDIN = REPO / "tests" / "dcgmstandin"
 
 
@@ -252,8 +253,9 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(fakenvml_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """Starts the exporters at once (they warm up together), stopped after the module's last test."""
+def run(fakenvml_dir: Path, tmp_path_factory: pytest.TempPathFactory, refusals: Refusals) -> Iterator[Run]:
+    """Starts the exporters at once (they warm up together), stopped after the module's last test;
+    after ``refusals``' exporters, whose wait for the backend's 30 s probe then runs meanwhile."""
     state = Run(tmp_path_factory.mktemp("releases"))
     try:
         nvml_scenario = state.scenario("nvml")
@@ -466,3 +468,73 @@ def test_values_the_engine_stopped_updating_are_dropped_and_counted(run: Run, re
         time.sleep(0.5)
     assert value(parsed, "gpu_up", gpu="3") == 1, "only stale, and the engine says it is fine: not down"
     assert value(parsed, "gpu_temperature_celsius", gpu="0") == value(before, "gpu_temperature_celsius", gpu="0")
+
+
+#: How each release's engine refuses a GPU at start: 4.x marks a GPU it lost Lost; 3.3.9's cache
+#: manager never sets DcgmEntityStatusLost, so a GPU it refuses is one it does not support.
+REFUSED_AT_START = {"3.3.9": "unsupported", "4.4.2": "lost", "4.6.0": "lost"}
+PLACEHOLDER = {"gpu": "2", "uuid": "GPU-dcgm-2"}
+
+
+class Refusals:
+    """An exporter per release (``--gpu.rediscover-interval 1s``) whose engine refuses GPU 2 at start
+    and accepts it once its placeholder is served (the backend asks a refused GPU again 30 s later)."""
+
+    def __init__(self, root: Path, text: str) -> None:
+        self.root, self.text = root, text
+        self.dcgm: dict[str, Exporter] = {}
+        self.before: dict[str, Parsed] = {}
+        self.log_size: dict[str, int] = {}
+        self.accepted_at = 0.0
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refusals]:
+    root = tmp_path_factory.mktemp("refused")
+    state = Refusals(root, whole_mib((SCENARIOS / "h100x4.scn").read_text()))
+    scenarios = {}
+    try:
+        for release, how in REFUSED_AT_START.items():
+            if (BINDINGS / f"v{release}" / "dcgm_agent.py").is_file():
+                scenarios[release] = path = root / f"{release}.scn"
+                path.write_text(state.text + f"dcgm.gpu2.refused = {how}\n")
+                env = _dcgm_env(release, path)
+                flags = ("--backend", "dcgm", "--gpu.rediscover-interval", "1s")
+                state.dcgm[release] = start(None, None, root, *flags, env=env)
+        deadline = time.monotonic() + 10
+        for release, exporter in state.dcgm.items():
+            state.before[release] = _wait(exporter, lambda p: value(p, "gpu_up", **PLACEHOLDER) == 0, deadline)
+            state.log_size[release] = len(exporter.log())
+        for path in scenarios.values():
+            path.write_text(state.text)  # accepted from now on
+        state.accepted_at = time.monotonic()
+        yield state
+    finally:
+        for exporter in state.dcgm.values():
+            exporter.stop()
+
+
+def _wait(exporter: Exporter, done: Callable[[Parsed], bool], deadline: float) -> Parsed:
+    while True:
+        parsed = samples(exporter.metrics())
+        if done(parsed) or time.monotonic() > deadline:
+            return parsed
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_gpu_refused_at_start_then_accepted_takes_over_its_placeholder(refusals: Refusals, release: str) -> None:
+    bindings(release)
+    exporter, before, reason = refusals.dcgm[release], refusals.before[release], REFUSED_AT_START[release]
+    assert value(before, "gpu_exporter_device_down", **PLACEHOLDER, reason=reason) == 1, why(exporter, before)
+    assert value(before, "gpu_up", **PLACEHOLDER) == 0
+    assert [value(before, "gpu_up", gpu=str(gpu)) for gpu in (0, 1, 3)] == [1, 1, 1]
+
+    def identified(p: Parsed) -> bool:  # the GPU under its own UUID, and no placeholder series left
+        return value(p, "gpu_up", gpu="2") == 1 and not any(("uuid", "GPU-dcgm-2") in k for s in p.values() for k in s)
+
+    parsed = _wait(exporter, identified, refusals.accepted_at + 45)
+    assert identified(parsed), f"45 s after GPU 2 was accepted: {parsed.get('gpu_up')}; " + why(exporter, parsed)
+    assert value(parsed, "gpu_temperature_celsius", gpu="2") is not None
+    after = exporter.log()[refusals.log_size[release] :]
+    assert "level=error" not in after, after  # a recovery is no error

@@ -9,6 +9,7 @@ and set:
   seconds after start (DCGM keeps listing it; the engine's status for it becomes Lost), and
   ``dcgm.gpuN.aged_after = S`` makes the engine stop updating GPU N's values from S seconds on;
 - ``DCGM_STANDIN_RELEASE`` (optional): the release the stand-in library plays, when the folder name does not say;
+- ``DCGM_STANDIN_TRACE`` (optional): a file each C call is appended to (``time function status``);
 - ``DCGM_STANDIN_ENGINE_RELEASE`` (optional): the release of the host engine behind it (its field table,
   link id packing, loss), where a standalone engine older or newer than the library answers.
 

@@ -307,8 +307,9 @@ class DcgmBackend:
         return self._watches.topology if self._watches is not None else Topology()
 
     def _rebuild(self, adapter: DcgmAdapter) -> None:
-        """Drop our watches, read identities for the current entities, and watch what the specs need
-        (under the lock: readers keep the previous watches until the new ones are in place)."""
+        """Read identities for the current entities and watch what the specs need in new groups (a
+        new generation's names), then swap them in and drop the previous ones: readers keep the
+        previous watches until the new ones are in place, and ``_lock`` is held only for the swap."""
         with self._rebuild_lock:
             old = self._watches
             previous = old.topology if old is not None else None

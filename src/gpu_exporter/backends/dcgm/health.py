@@ -27,6 +27,9 @@ SUSPECT_READS = 2
 #: The same for a GPU that never gave a value since the exporter started (slower: a new watch reads
 #: blank until the engine's first update).
 SUSPECT_READS_NEVER_ANSWERED = 5
+#: A read must hold at least this many GPU values to say anything about the GPU (temperature and
+#: power are asked every cycle; a cycle that asks one field that happens to be blank says nothing).
+MIN_SAMPLES = 2
 #: Engine statuses that mean the GPU is down, each its own ``gpu_exporter_device_down`` reason.
 DOWN_STATUSES = frozenset({"lost", "unsupported", "detached", "inaccessible", "disabled"})
 
@@ -63,8 +66,8 @@ class GpuHealth:
                 if self._down.pop(gpu, None) is not None:
                     log.info("DCGM GPU id %d gives values again: up", gpu)
                 return None
-        if not samples or blank + stale < len(samples):
-            return None  # nothing asked, or answers that are not about the GPU (not supported, ...)
+        if len(samples) < MIN_SAMPLES or blank + stale < len(samples):
+            return None  # too little asked to tell, or answers that are not about the GPU (not supported, ...)
         count = self._quiet[gpu] = self._quiet.get(gpu, 0) + 1
         needed = SUSPECT_READS if gpu in self._answered else SUSPECT_READS_NEVER_ANSWERED
         if gpu not in self._down and count < needed:

@@ -6,6 +6,8 @@
   ``entity_status``, or its ``lose_gpu`` where it has one); removing the key brings it back;
 - ``dcgm.gpuN.aged_after = S`` (a stand-in key, not the fake NVML's): from S seconds after start the
   engine stops updating GPU N: its samples keep the time they had then (``FakeDcgm.aged``);
+- ``dcgm.hostengine = HOST:PORT|none`` (a stand-in key): where a standalone host engine answers
+  (default ``localhost:5555``); ``none``: nowhere, only an embedded engine starts;
 - ``dcgm.gpuN.refused = lost|unsupported|detached`` (a stand-in key): the engine lists GPU N but in
   that status (group add refuses it with GPU_IS_LOST, GPU_NOT_SUPPORTED or BADPARAM) while the key is there;
 """
@@ -71,6 +73,8 @@ class ScenarioEngine:
             self.lost_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "gpu", ".lost_after").items()}
             self.aged_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "dcgm.gpu", ".aged_after").items()}
             self.refused = _per_gpu(keys, "dcgm.gpu", ".refused")
+            hostengine = keys.get("dcgm.hostengine", "localhost:5555")
+            self.engine.reachable = {None} if hostengine == "none" else {hostengine, None}
         elapsed = time.monotonic() - self.started
         lost = {gpu for gpu, after in self.lost_after.items() if elapsed >= after}
         for gpu in lost - self.lost:

@@ -127,12 +127,16 @@ def test_default_flags_serve_every_gpu_as_the_nvml_backend_does(run: Run, releas
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_backend_auto_picks_dcgm_and_serves_every_gpu(fakenvml_dir: Path, tmp_path: Path, release: str) -> None:
-    """``--backend auto`` where both DCGM (this release) and NVML (the fake) answer."""
+def test_backend_auto_picks_an_embedded_dcgm_and_serves_every_gpu(
+    fakenvml_dir: Path, tmp_path: Path, release: str
+) -> None:
+    """``--backend auto`` where DCGM (this release) and NVML (the fake) answer and no standalone host
+    engine runs: the backend starts an embedded engine."""
     folder = bindings(release)
     scenario = tmp_path / "auto.scn"
-    scenario.write_text(whole_mib((SCENARIOS / "h100x4.scn").read_text()))
-    env = process_env(release, scenario)
+    scenario.write_text(whole_mib((SCENARIOS / "h100x4.scn").read_text()) + "dcgm.hostengine = none\n")
+    trace = tmp_path / "calls.txt"
+    env = {**process_env(release, scenario), "DCGM_STANDIN_TRACE": str(trace)}
     assert Path(env["DCGM_PYTHON_PATH"]) == folder
     exporter = start(fakenvml_dir, scenario, tmp_path, "--backend", "auto", env=env)
     try:
@@ -143,6 +147,8 @@ def test_backend_auto_picks_dcgm_and_serves_every_gpu(fakenvml_dir: Path, tmp_pa
     assert [entry.get("backend") for entry in info] == ["dcgm"], why(exporter, parsed)
     for gpu in range(GPUS):
         assert value(parsed, "gpu_up", gpu=str(gpu)) == 1, f"GPU {gpu}: " + why(exporter, parsed)
+    calls = [line.split()[1:] for line in trace.read_text().splitlines()]
+    assert ["dcgmStartEmbedded", "0"] in calls, "embedded, as no standalone engine answered"
 
 
 def test_a_newer_library_on_an_older_standalone_engine_serves_every_gpu(run: Run, tmp_path: Path) -> None:

@@ -68,6 +68,10 @@ class _CycleNotes:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+#: Reasons a GPU is down that are an operator's information, not a fault (logged as warnings).
+NOT_A_FAULT = frozenset({"unsupported", "detached", "inaccessible", "disabled"})
+
+
 class Sampler:
     """Owns the backend, the workers and the pipeline state; :attr:`snapshot` is the latest cycle."""
 
@@ -393,7 +397,10 @@ class Sampler:
             if result.lost != state.lost and state.identity is not None:
                 state.lost = result.lost
                 identity = state.identity
-                if state.lost:
+                if state.lost and result.reason in NOT_A_FAULT:
+                    # Not fallen off the bus: a GPU the backend does not support or that is detached.
+                    log.warning("GPU %d down (%s): %s", identity.index, result.reason, result.error)
+                elif state.lost:
                     log.error("GPU %d lost: %s", identity.index, result.error)
                 else:
                     log.info("GPU %d (%s) answers again", identity.index, identity.uuid)

@@ -332,7 +332,7 @@ class PydcgmAdapter:
             except DcgmConnectionLost:
                 raise
             except DcgmError as err:
-                if err.code != -2:  # DCGM_ST_FUNCTION_NOT_FOUND: a library older than its bindings
+                if err.code != -20:  # DCGM_ST_FUNCTION_NOT_FOUND: a library older than its bindings
                     raise
         active = {int(gpu) for gpu in self._call("dcgmGetEntityGroupEntities", FE_GPU, _ONLY_SUPPORTED)}
         return "ok" if gpu_id in active else "inactive"

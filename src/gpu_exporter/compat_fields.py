@@ -34,8 +34,8 @@ from gpu_exporter.model import Entity
 #: value is truncated to a whole number (framebuffer and BAR1 in whole MiB, as DCGM divides bytes by
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
-    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441,
-     1612, 1216, 1218}
+    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1013, 1035), *range(1428, 1433), 1434, 1435,
+     1436, 1439, 1440, 1441, 1612, 1216, 1218}
 )  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
@@ -341,7 +341,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),
-    (1000, 1099, "profiling (DCP) metrics: DCGM's profiling module only (the profiling collector)"),
+    (1000, 1099, "profiling (DCP) metrics not listed as served: neither DCGM's profiling rows nor NVML's GPM "
+     "(per-link NVLink 1040-1075, C2C, cache hit rates and cycle counters are not read yet)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
@@ -349,8 +350,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
     (1532, 1533, "a link entity's NVLink GPM bandwidth: DCGM's GPM manager takes two nvmlGpmSampleGet samples and "
      "asks nvmlGpmMetricsGet for NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC (MiB/s, stored × 2^20 as bytes/s), for "
-     "watched link entities only; the NVML backend takes no GPM samples (DCGM's GPU-wide 1011, 1012 are served on "
-     "the DCGM backend only), so these are not read"),
+     "watched link entities only; the NVML backend asks GPM for GPU-wide rates (1011, 1012), not per link, so "
+     "these are not read"),
 )  # fmt: skip
 
 

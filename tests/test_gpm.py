@@ -1,0 +1,171 @@
+"""GPM on the NVML backend, out of process, on the C fake and the simulator: SM activity, occupancy, pipe,
+DRAM, engine and PCIe/NVLink rates computed by nvmlGpmMetricsGet from two samples (one per read), natively
+and under dcgm-exporter's DCGM_FI_PROF_* names; nothing at the first read; honest absence on a GPU without
+GPM and on one whose counters another profiler holds (IN_USE, counted in the self-metrics); sample
+buffers allocated once per entity and freed when it goes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
+
+#: gpu0 is busy (GPU-Util 97 %) with few SMs active; gpu1 has no GPM key (NOT_SUPPORTED at discovery),
+#: gpu2's counters are held by another profiler, gpu3 says isSupportedDevice = 0 (h100x4.scn).
+LEVELS = """
+gpu0.gpm.graphics_util = 97
+gpu0.gpm.sm_util = 35
+gpu0.gpm.sm_occupancy = 12.5
+gpu0.gpm.any_tensor_util = 8
+gpu0.gpm.hmma_tensor_util = 7.5
+gpu0.gpm.dram_bw_util = 41.5
+gpu0.gpm.fp64_util = 0
+gpu0.gpm.fp32_util = 22
+gpu0.gpm.fp16_util = 3
+gpu0.gpm.integer_util = 10
+gpu0.gpm.pcie_tx_per_sec = 1024
+gpu0.gpm.pcie_rx_per_sec = 2048.5
+gpu0.gpm.nvlink_total_tx_per_sec = 4096
+gpu0.gpm.nvlink_total_rx_per_sec = 512
+gpu0.gpm.nvdec_1_util = 50
+gpu2.gpm_supported = 1
+gpu2.gpm.sm_util = 60
+gpu2.error.nvmlGpmSampleGet = IN_USE
+gpu3.gpm.sm_util = 70
+"""
+MIB = 1024 * 1024
+#: metric (labels) → value the scenario implies for gpu0.
+NATIVE = {
+    ("gpu_graphics_engine_active_ratio", ()): 0.97,
+    ("gpu_sm_active_ratio", ()): 0.35,
+    ("gpu_sm_occupancy_ratio", ()): 0.125,
+    ("gpu_tensor_pipe_active_ratio", ()): 0.08,
+    ("gpu_tensor_hmma_pipe_active_ratio", ()): 0.075,
+    ("gpu_dram_active_ratio", ()): 0.415,
+    ("gpu_fp64_pipe_active_ratio", ()): 0.0,
+    ("gpu_fp32_pipe_active_ratio", ()): 0.22,
+    ("gpu_fp16_pipe_active_ratio", ()): 0.03,
+    ("gpu_integer_pipe_active_ratio", ()): 0.1,
+    ("gpu_pcie_transmit_with_headers_bytes_per_second", ()): 1024.0 * MIB,
+    ("gpu_pcie_receive_with_headers_bytes_per_second", ()): 2048.5 * MIB,
+    ("gpu_nvlink_transmit_bytes_per_second", ()): 4096.0 * MIB,
+    ("gpu_nvlink_receive_bytes_per_second", ()): 512.0 * MIB,
+    ("gpu_nvdec_engine_active_ratio", (("engine", "1"),)): 0.5,
+}
+DCGM = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.97,
+    "DCGM_FI_PROF_SM_ACTIVE": 0.35,
+    "DCGM_FI_PROF_SM_OCCUPANCY": 0.125,
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.08,
+    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE": 0.075,
+    "DCGM_FI_PROF_DRAM_ACTIVE": 0.415,
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": 0.0,
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": 0.22,
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": 0.03,
+    "DCGM_FI_PROF_PIPE_INT_ACTIVE": 0.1,
+    "DCGM_FI_PROF_PCIE_TX_BYTES": 1024.0 * MIB,
+    "DCGM_FI_PROF_PCIE_RX_BYTES": 2048.5 * MIB,
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": 4096.0 * MIB,
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": 512.0 * MIB,
+    "DCGM_FI_PROF_NVDEC1_ACTIVE": 0.5,
+}
+PROFILING_CSV = REPO / "tests" / "fixtures" / "profiling-counters.csv"
+
+
+def _scenario(tmp_path: Path) -> Path:
+    scenario = tmp_path / "h100x4-gpm.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + LEVELS)
+    return scenario
+
+
+def _start(backend: str, fakenvml_dir: Path, scenario: Path, tmp_path: Path, *args: str) -> Exporter:
+    if backend == "fake":
+        return start(fakenvml_dir, scenario, tmp_path, *args, trace=True)
+    return start(None, None, tmp_path, "--simulate", str(scenario), *args, env={"LD_LIBRARY_PATH": ""})
+
+
+Parsed = dict[str, dict[frozenset[tuple[str, str]], float]]
+
+
+def _wait_for(exporter: Exporter, metric: str, expected: float | None = None, **labels: str) -> Parsed:
+    """Scrape until ``metric`` has a sample (the second read), or the ``expected`` one, up to 20 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        parsed = samples(exporter.metrics())
+        got = value(parsed, metric, **labels)
+        if (got is not None and expected in (None, got)) or time.monotonic() > deadline:
+            return parsed
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("backend", ["fake", "simulate"])
+def test_gpm_values_natively_and_as_dcgm_fields(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    args = ("--collector.profiling", "--collect-interval", "0.3s")
+    native = _start(backend, fakenvml_dir, scenario, tmp_path, *args)
+    compat = _start(backend, fakenvml_dir, scenario, tmp_path, *args, "-f", str(PROFILING_CSV))
+    try:
+        parsed = _wait_for(native, "gpu_sm_active_ratio", gpu="0")
+        dcgm = _wait_for(compat, "DCGM_FI_PROF_SM_ACTIVE", gpu="0")
+        compat_log = compat.log()
+    finally:
+        native.stop()
+        compat.stop()
+    got = {(name, labels): value(parsed, name, gpu="0", **dict(labels)) for name, labels in NATIVE}
+    assert got == NATIVE
+    interval = value(parsed, "gpu_profiling_interval_seconds", gpu="0")
+    assert interval is not None and 0.1 < interval < 5
+    for gpu in "123":  # no GPM on gpu1 and gpu3, GPM held by another profiler on gpu2: absent, never 0
+        assert value(parsed, "gpu_sm_active_ratio", gpu=gpu) is None
+    in_use = value(parsed, "gpu_exporter_sample_errors_total", kind="in_use")
+    assert in_use is not None and in_use > 0
+    assert {name: value(dcgm, name, gpu="0") for name in DCGM} == DCGM
+    assert value(dcgm, "DCGM_FI_PROF_SM_ACTIVE", gpu="3") is None
+    assert "skipped" not in compat_log, compat_log
+
+
+def test_first_read_yields_nothing_and_buffers_are_allocated_once(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "1h", trace=True)
+    try:
+        first = samples(exporter.metrics())  # the lifespan serves after the first read: one sample only
+    finally:
+        exporter.stop()
+    assert value(first, "gpu_sm_active_ratio", gpu="0") is None
+    assert exporter.trace_path is not None
+    calls = exporter.trace_path.read_text().splitlines()
+    assert calls.count("nvmlGpmSampleGet gpu0") == 1
+    assert "nvmlGpmMetricsGet -" not in calls
+    # gpu0 and gpu2 sample (gpu1 and gpu3: no GPM at discovery, never asked); two buffers each, freed at exit.
+    assert calls.count("nvmlGpmSampleAlloc -") == 4
+    assert calls.count("nvmlGpmSampleFree -") == 4
+    assert not any(line.startswith("nvmlGpmSampleGet gpu3") for line in calls)
+
+
+def test_buffers_of_a_gone_gpu_are_freed_and_a_new_level_is_seen(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """GPU 2's buffers are freed by the enumeration that no longer finds it; gpu0's new level is served."""
+    scenario = _scenario(tmp_path)
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s",
+        trace=True,
+    )  # fmt: skip
+    try:
+        _wait_for(exporter, "gpu_sm_active_ratio", gpu="0")
+        text = scenario.read_text().replace("device_count", "# device_count")
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(("gpu2.", "gpu3.")))
+        tmp = scenario.with_suffix(".tmp")
+        tmp.write_text(text + "\ngpu0.gpm.sm_util = 45\n")
+        os.replace(tmp, scenario)
+        assert exporter.trace_path is not None
+        deadline = time.monotonic() + 20
+        while exporter.trace_path.read_text().count("nvmlGpmSampleFree -") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        parsed = _wait_for(exporter, "gpu_sm_active_ratio", 0.45, gpu="0")
+    finally:
+        exporter.stop()
+    assert exporter.trace_path.read_text().count("nvmlGpmSampleFree -") >= 2  # gpu2's two buffers
+    assert value(parsed, "gpu_sm_active_ratio", gpu="0") == 0.45

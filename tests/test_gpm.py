@@ -7,6 +7,8 @@ buffers allocated once per entity and freed when it goes."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -169,3 +171,34 @@ def test_buffers_of_a_gone_gpu_are_freed_and_a_new_level_is_seen(fakenvml_dir: P
         exporter.stop()
     assert exporter.trace_path.read_text().count("nvmlGpmSampleFree -") >= 2  # gpu2's two buffers
     assert value(parsed, "gpu_sm_active_ratio", gpu="0") == 0.45
+
+
+def test_status_page_and_snapshot_show_sm_activity_beside_utilization(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+    try:
+        _wait_for(exporter, "gpu_sm_active_ratio", gpu="0")
+        cards = exporter.get("/api/v1/status").json()["gpus"]
+        page = exporter.get("/").text
+    finally:
+        exporter.stop()
+    gpu0, gpu3 = cards[0], cards[3]
+    assert (gpu0["utilization_ratio"], gpu0["sm_active_ratio"], gpu0["sm_occupancy_ratio"]) == (0.97, 0.35, 0.125)
+    assert (gpu0["tensor_active_ratio"], gpu0["dram_active_ratio"], gpu0["sm_active_note"]) == (0.08, 0.415, None)
+    busy = "busy but under-using its SMs: GPU-Util 97 %, SM activity 35 %"
+    assert any(problem.startswith(busy) for problem in gpu0["problems"])
+    assert gpu3["sm_active_ratio"] is None and "no GPM on this GPU" in gpu3["sm_active_note"]
+    assert not any("under-using" in problem for problem in gpu3["problems"])  # 100 % busy, but SM activity unknown
+    assert "in_use" in cards[2]["sm_active_note"] or "another profiler" in cards[2]["sm_active_note"]
+    assert "<span data-field='sm_active'>35 %</span>" in page and busy in page
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_", "NO_COLOR"))}
+    env.update(FAKE_NVML_SCENARIO=str(scenario), LD_LIBRARY_PATH=str(fakenvml_dir))
+    done = subprocess.run(
+        [sys.executable, "-m", "gpu_exporter", "snapshot", "--collector.profiling"],
+        env=env, capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines[1]
+    assert f"    ! {busy} (kernels that occupy few SMs, or a serial stage)" in lines

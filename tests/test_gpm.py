@@ -16,24 +16,9 @@ import pytest
 
 from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
 
-#: gpu0 is busy (GPU-Util 97 %) with few SMs active; gpu1 has no GPM key (NOT_SUPPORTED at discovery),
-#: gpu2's counters are held by another profiler, gpu3 says isSupportedDevice = 0 (h100x4.scn).
+#: h100x4.scn: gpu0 is busy (GPU-Util 97 %) with few SMs active (its gpm.* levels), gpu1 has no GPM key
+#: (NOT_SUPPORTED at discovery), gpu3 says isSupportedDevice = 0; here gpu2's counters are held by another profiler.
 LEVELS = """
-gpu0.gpm.graphics_util = 97
-gpu0.gpm.sm_util = 35
-gpu0.gpm.sm_occupancy = 12.5
-gpu0.gpm.any_tensor_util = 8
-gpu0.gpm.hmma_tensor_util = 7.5
-gpu0.gpm.dram_bw_util = 41.5
-gpu0.gpm.fp64_util = 0
-gpu0.gpm.fp32_util = 22
-gpu0.gpm.fp16_util = 3
-gpu0.gpm.integer_util = 10
-gpu0.gpm.pcie_tx_per_sec = 1024
-gpu0.gpm.pcie_rx_per_sec = 2048.5
-gpu0.gpm.nvlink_total_tx_per_sec = 4096
-gpu0.gpm.nvlink_total_rx_per_sec = 512
-gpu0.gpm.nvdec_1_util = 50
 gpu2.gpm_supported = 1
 gpu2.gpm.sm_util = 60
 gpu2.error.nvmlGpmSampleGet = IN_USE

@@ -187,3 +187,57 @@ def test_status_page_and_snapshot_show_sm_activity_beside_utilization(fakenvml_d
     lines = done.stdout.splitlines()
     assert lines[1].startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines[1]
     assert f"    ! {busy} (kernels that occupy few SMs, or a serial stage)" in lines
+
+
+#: An H100 in MIG mode: GPU instance 1 (one compute instance) and GPU instance 2 (two compute instances,
+#: which share their GPU instance's counters: NVML samples GPM per GPU instance).
+MIG_HOST = """
+device_count = 1
+gpu0.name = NVIDIA H100 80GB HBM3
+gpu0.gpm_supported = 1
+gpu0.utilization.gpu = 90
+gpu0.gpm.sm_util = 50
+gpu0.mig.mode = 1
+gpu0.mig.0.gpu_instance_id = 1
+gpu0.mig.0.compute_instance_id = 0
+gpu0.mig.0.profile = 3g.40gb
+gpu0.mig.0.memory.total = 42949672960
+gpu0.mig.0.memory.used = 1073741824
+gpu0.mig.0.gpm.sm_util = 25
+gpu0.mig.0.gpm.sm_occupancy = 10
+gpu0.mig.1.gpu_instance_id = 2
+gpu0.mig.1.compute_instance_id = 0
+gpu0.mig.1.profile = 3g.40gb
+gpu0.mig.1.memory.total = 42949672960
+gpu0.mig.1.memory.used = 1073741824
+gpu0.mig.1.gpm.sm_util = 75
+gpu0.mig.2.gpu_instance_id = 2
+gpu0.mig.2.compute_instance_id = 1
+gpu0.mig.2.profile = 3g.40gb
+gpu0.mig.2.memory.total = 42949672960
+gpu0.mig.2.memory.used = 1073741824
+"""
+
+
+@pytest.mark.parametrize("backend", ["fake", "simulate"])
+def test_mig_reports_per_gpu_instance(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "h100-mig.scn"
+    scenario.write_text(MIG_HOST)
+    exporter = _start(backend, fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+    try:
+        parsed = _wait_for(exporter, "gpu_sm_active_ratio", gpu="0", gpu_instance="2", compute_instance="1")
+    finally:
+        exporter.stop()
+    got = {
+        (labels.get("gpu_instance", ""), labels.get("compute_instance", "")): v
+        for labels, v in ((dict(key), v) for key, v in parsed["gpu_sm_active_ratio"].items())
+    }
+    assert got == {("", ""): 0.5, ("1", "0"): 0.25, ("2", "0"): 0.75, ("2", "1"): 0.75}
+    assert value(parsed, "gpu_sm_occupancy_ratio", gpu_instance="1") == 0.1
+    if backend == "fake":
+        assert exporter.trace_path is not None
+        calls = exporter.trace_path.read_text().splitlines()
+        # one sample per GPU instance per read: GPU instance 2's two compute instances share it
+        per_gpu, per_instance = calls.count("nvmlGpmSampleGet gpu0"), calls.count("nvmlGpmMigSampleGet gpu0")
+        assert per_gpu >= 2 and 2 * per_gpu - 2 <= per_instance <= 2 * per_gpu  # (the last read may be cut short)
+        assert calls.count("nvmlGpmSampleAlloc -") == 6  # the GPU and its two GPU instances, two buffers each

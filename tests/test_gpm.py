@@ -59,6 +59,8 @@ DCGM = {
     "DCGM_FI_PROF_NVLINK_TX_BYTES": 4096.0 * MIB,
     "DCGM_FI_PROF_NVLINK_RX_BYTES": 512.0 * MIB,
     "DCGM_FI_PROF_NVDEC1_ACTIVE": 0.5,
+    "DCGM_FI_PROF_NVLINK_L0_TX_BYTES": 2048.0 * MIB,
+    "DCGM_FI_PROF_NVLINK_L1_RX_BYTES": 256.0 * MIB,
 }
 PROFILING_CSV = REPO / "tests" / "fixtures" / "profiling-counters.csv"
 
@@ -92,7 +94,7 @@ def _wait_for(exporter: Exporter, metric: str, expected: float | None = None, **
 @pytest.mark.parametrize("backend", ["fake", "simulate"])
 def test_gpm_values_natively_and_as_dcgm_fields(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    args = ("--collector.profiling", "--collect-interval", "0.3s")
+    args = ("--collector.profiling", "--collector.nvlink", "--collect-interval", "0.3s")
     native = _start(backend, fakenvml_dir, scenario, tmp_path, *args)
     compat = _start(backend, fakenvml_dir, scenario, tmp_path, *args, "-f", str(PROFILING_CSV))
     try:
@@ -104,6 +106,12 @@ def test_gpm_values_natively_and_as_dcgm_fields(backend: str, fakenvml_dir: Path
         compat.stop()
     got = {(name, labels): value(parsed, name, gpu="0", **dict(labels)) for name, labels in NATIVE}
     assert got == NATIVE
+    for link in "01":  # per-link NVLink rates from the GPU's one GPM sample
+        assert value(parsed, "gpu_nvlink_link_transmit_bytes_per_second", gpu="0", nvlink=link) == 2048.0 * MIB
+        assert value(parsed, "gpu_nvlink_link_receive_bytes_per_second", gpu="0", nvlink=link) == 256.0 * MIB
+    per_link = {dict(k)["nvlink"]: v for k, v in dcgm["DCGM_FI_PROF_NVLINK_TX_BYTES_PER_LINK"].items()
+                if dict(k)["gpu"] == "0"}  # fmt: skip
+    assert per_link == {"0": 2048.0 * MIB, "1": 2048.0 * MIB}
     interval = value(parsed, "gpu_profiling_interval_seconds", gpu="0")
     assert interval is not None and 0.1 < interval < 5
     for gpu in "123":  # no GPM on gpu1 and gpu3, GPM held by another profiler on gpu2: absent, never 0

@@ -133,6 +133,16 @@ ROWS: tuple[MetricSpec, ...] = (
     *_engine("nvjpg", "JPEG decoder (NVJPG)", 8),
     *_engine("nvofa", "optical flow (NVOFA)", 2),
     _gauge(
+        "gpu_nvlink_link_transmit_bytes_per_second", "bytes_per_second",
+        "NVLink traffic sent over this link, averaged between two GPM samples (NVML backend)", "profiling",
+        _gpm("nvlink_tx_per_sec", MIB), None, entities=("nvlink",), maximum=1e13,
+    ),
+    _gauge(
+        "gpu_nvlink_link_receive_bytes_per_second", "bytes_per_second",
+        "NVLink traffic received over this link, averaged between two GPM samples (NVML backend)", "profiling",
+        _gpm("nvlink_rx_per_sec", MIB), None, entities=("nvlink",), maximum=1e13,
+    ),
+    _gauge(
         "gpu_profiling_interval_seconds", "seconds",
         "Time between the two GPM samples the profiling ratios and rates were averaged over (NVML backend)",
         "profiling", _gpm("interval", Fraction(1)), None, entities=GPU_AND_MIG,

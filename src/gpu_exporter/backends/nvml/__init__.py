@@ -32,7 +32,7 @@ from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, 
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
 from gpu_exporter.backends.nvml.gpm import CALL as _GPM_CALL
-from gpu_exporter.backends.nvml.gpm import GpmSampler
+from gpu_exporter.backends.nvml.gpm import GpmSampler, link_selector
 from gpu_exporter.backends.nvml.prm import CALL as _PRM_CALL
 from gpu_exporter.backends.nvml.prm import read_counters
 from gpu_exporter.backends.nvml.processes import ProcessReader
@@ -63,9 +63,10 @@ def _prm_raw(prm: Callable[[Handle], Any], handle: Handle, link: int, source: Nv
     return float(outcome)
 
 
-def _gpm_raw(gpm: Callable[[], dict[str, Any]], source: NvmlSource) -> float | None:
-    """One GPM value from the entity's one sample of this read; None at a first sample (no interval yet)."""
-    outcome = gpm().get(source.selector)
+def _gpm_raw(gpm: Callable[[], dict[str, Any]], source: NvmlSource, link: int | None = None) -> float | None:
+    """One GPM value from the entity's one sample of this read (of NVLink ``link`` when given); None at a
+    first sample (no interval yet)."""
+    outcome = gpm().get(source.selector if link is None else link_selector(source.selector, link))
     if isinstance(outcome, Exception):
         raise outcome
     return None if outcome is None else float(outcome)
@@ -215,7 +216,15 @@ class NvmlBackend:
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
         compute = _once(self._processes.compute_processes)
-        gpm = self._gpm_reader(device, device.uuid, gpu_asked, lambda sample: pynvml.nvmlGpmSampleGet(handle, sample))
+        per_link = [
+            link_selector(source.selector, link)
+            for link, _e, asked in links
+            for *_, source in asked
+            if source.call == _GPM_CALL
+        ]
+        gpm = self._gpm_reader(
+            device, device.uuid, gpu_asked, lambda sample: pynvml.nvmlGpmSampleGet(handle, sample), per_link
+        )
         self._read_into(reading, gpu, handle, gpu_asked, batch, compute=compute, gpm=gpm)
         # The PRM counters of all links asked: one nvmlDeviceReadPRMCounters_v1, made when first needed.
         prm_pairs = [
@@ -223,7 +232,7 @@ class NvmlBackend:
         ]
         prm = _once(functools.partial(read_counters, asked=prm_pairs))
         for link, entity, asked in links:
-            self._read_into(reading, entity, handle, asked, batch, link, prm=prm)
+            self._read_into(reading, entity, handle, asked, batch, link, prm=prm, gpm=gpm)
         instances = {}
         mig_gpm: dict[int, Callable[[], Any]] = {}  # one GPM sample per GPU instance, shared by its compute instances
         for slot, mig in enumerate(device.migs):
@@ -246,10 +255,16 @@ class NvmlBackend:
         return reading
 
     def _gpm_reader(
-        self, device: DeviceIdentity, key: Any, rows: Sequence[Row], take: Callable[[Any], object]
+        self,
+        device: DeviceIdentity,
+        key: Any,
+        rows: Sequence[Row],
+        take: Callable[[Any], object],
+        per_link: Sequence[str] = (),
     ) -> Callable[[], Any]:
-        """The entity's GPM read of this read (one sample, made when a GPM row first needs it)."""
-        selectors = [row.source.selector for row in rows if row.source.call == _GPM_CALL]
+        """The entity's GPM read of this read (one sample, made when a GPM row first needs it); ``per_link``
+        adds the NVLinks' metrics of a GPU."""
+        selectors = [row.source.selector for row in rows if row.source.call == _GPM_CALL] + list(per_link)
         if selectors and device.gpm_supported is False and device.uuid not in self._no_gpm_logged:
             self._no_gpm_logged.add(device.uuid)
             log.info(
@@ -333,7 +348,7 @@ class NvmlBackend:
                 continue
             read: Callable[[], float | None]
             if gpm is not None and source.call == _GPM_CALL:
-                read = functools.partial(_gpm_raw, gpm, source)
+                read = functools.partial(_gpm_raw, gpm, source, link)
             elif link is None:
                 read = functools.partial(self._raw, handle, source, structs, compute)
             elif prm is not None and source.call == _PRM_CALL:

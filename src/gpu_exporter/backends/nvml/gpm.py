@@ -47,7 +47,22 @@ METRICS: dict[str, int] = {
     **{f"nvjpg_{n}_util": getattr(pynvml, f"NVML_GPM_METRIC_NVJPG_{n}_UTIL") for n in range(8)},
     **{f"nvofa_{n}_util": getattr(pynvml, f"NVML_GPM_METRIC_NVOFA_{n}_UTIL") for n in range(2)},
 }
+#: Per-NVLink selectors of the catalogue (a link row's source) → the metric of link L (links 0-71).
+LINK_SELECTORS: tuple[str, ...] = ("nvlink_tx_per_sec", "nvlink_rx_per_sec")
+METRICS.update(
+    {
+        f"nvlink_l{link}_{way}_per_sec": getattr(pynvml, f"NVML_GPM_METRIC_NVLINK_L{link}_{way.upper()}_PER_SEC")
+        for link in range(72)
+        for way in ("tx", "rx")
+    }
+)
 SELECTORS: tuple[str, ...] = (*METRICS, INTERVAL)
+
+
+def link_selector(selector: str, link: int) -> str:
+    """The selector of a per-link source for NVLink ``link``: ``nvlink_tx_per_sec`` → ``nvlink_l3_tx_per_sec``."""
+    return selector.replace("nvlink_", f"nvlink_l{link}_", 1)
+
 
 Outcome = float | Exception  # a metric's value, or the NVMLError of its entry
 

@@ -6,6 +6,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,9 +44,10 @@ SUPPLIED: dict[str, tuple[str, Fraction]] = {
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows.correctable", Fraction(1)),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remapped_rows.failure", Fraction(1)),
 }
-NOT_ON_NVML = {
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+NOT_ON_NVML = {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}
+#: The list's profiling fields: they turn the profiling collector on (GPM on NVML), and have no value at the
+#: first read (GPM needs two samples; on h100x4 only GPU 0 has GPM).
+PROFILING_FIELDS = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE",
@@ -145,6 +147,22 @@ def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_di
     log = exporter.log()
     for name in NOT_ON_NVML:
         assert log.count(f"{name} skipped") == 1, name  # warned once, skipped
+    for name in PROFILING_FIELDS:
+        assert name not in parsed and f"{name} skipped" not in log, name  # served, but not at the first read
+    assert "the counters list names profiling fields (DCGM_FI_PROF_GR_ENGINE_ACTIVE" in log
+
+
+def test_profiling_fields_skipped_when_the_collector_is_switched_off(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn", "--no-collector.profiling")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    for name in PROFILING_FIELDS:
+        assert log.count(f"{name} skipped: the profiling collector is disabled") == 1, name
+    assert "the counters list names profiling fields" not in log
+    assert 'gpu_exporter_collector_success{collector="profiling"}' not in str(parsed)
 
 
 def test_xid_in_compat_mode_has_code_message_and_window_counts(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -537,7 +555,9 @@ def test_1x_names_with_old_namespace(fakenvml_dir: Path, tmp_path: Path) -> None
     assert value(parsed, "dcgm_fb_used", gpu="1") == math.trunc(Fraction(keys["gpu1.memory.used"]) / MIB)
     assert value(parsed, "dcgm_xid_errors", gpu="1", err_msg="No Error") == 0
     assert "DCGM_FI_" not in text and "UUID=" not in text
-    assert exporter.log().count("dcgm_fi_prof_sm_active skipped") == 1  # profiling collector off
+    # the list names a profiling field: the collector is on (GPM; no value at the first read)
+    assert "dcgm_fi_prof_sm_active skipped" not in exporter.log()
+    assert "the counters list names profiling fields (dcgm_fi_prof_sm_active)" in exporter.log()
 
 
 def test_every_field_kind_renamed_and_unsuppliable_names(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -772,3 +792,16 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
 
     assert dcgm_lines(nvml) == dcgm_lines(dcgm)
     assert any(line.startswith("DCGM_FI_DEV_FB_USED{") for line in dcgm_lines(nvml))
+
+
+def test_reload_keeps_the_profiling_collector_the_counters_list_turned_on(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn")
+    try:
+        exporter.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while "reload done" not in exporter.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    assert "reload done" in log and "need a restart" not in log, log

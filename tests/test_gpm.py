@@ -249,3 +249,39 @@ def test_mig_reports_per_gpu_instance(backend: str, fakenvml_dir: Path, tmp_path
         per_gpu, per_instance = calls.count("nvmlGpmSampleGet gpu0"), calls.count("nvmlGpmMigSampleGet gpu0")
         assert per_gpu >= 2 and 2 * per_gpu - 2 <= per_instance <= 2 * per_gpu  # (the last read may be cut short)
         assert calls.count("nvmlGpmSampleAlloc -") == 6  # the GPU and its two GPU instances, two buffers each
+
+
+def test_a_gap_restarts_from_a_first_sample(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """While another profiler holds GPU 0's counters (IN_USE for 3 s or more), nothing is served for it; the
+    first value after the gap covers one interval from a fresh sample, never the whole gap."""
+    scenario = _scenario(tmp_path)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+
+    def rewrite(text: str) -> None:
+        tmp = scenario.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, scenario)
+
+    try:
+        _wait_for(exporter, "gpu_sm_active_ratio", gpu="0")
+        base = scenario.read_text()
+        before = value(samples(exporter.metrics()), "gpu_exporter_sample_errors_total", kind="in_use") or 0.0
+        rewrite(base + "gpu0.error.nvmlGpmSampleGet = IN_USE\n")
+        deadline = time.monotonic() + 30
+        while (value(samples(exporter.metrics()), "gpu_exporter_sample_errors_total", kind="in_use") or 0.0) <= before:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        held_since = time.monotonic()
+        while time.monotonic() - held_since < 3.0:  # the gap being measured, not a wait for an event
+            time.sleep(0.1)
+        rewrite(base)
+        seen: list[float] = []
+        deadline = time.monotonic() + 10
+        while len(seen) < 3 and time.monotonic() < deadline:
+            interval = value(samples(exporter.metrics()), "gpu_profiling_interval_seconds", gpu="0")
+            if interval is not None and (not seen or interval != seen[-1]):
+                seen.append(interval)
+            time.sleep(0.05)
+    finally:
+        exporter.stop()
+    assert len(seen) >= 3 and max(seen) < 2.0, seen

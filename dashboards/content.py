@@ -20,8 +20,11 @@ G = f'{N}, gpu=~"$gpu"'
 RI = "$__rate_interval"
 #: One legend for a GPU's series everywhere.
 GPU = "{{instance}} GPU {{gpu}}"
-#: A note every DCGM-only panel carries in its description (a test checks it).
-DCGM_ONLY = "DCGM only (--collector.profiling on the DCGM backend); NVML cannot measure this, so it is empty there."
+#: A note every profiling panel carries in its description (a test checks it).
+PROFILING = (
+    "Needs --collector.profiling: DCGM's profiling module, or GPM on the NVML backend (Hopper and later GPUs); "
+    "empty without it and on older GPUs under NVML."
+)
 NVLINK_NOTE = "Needs --collector.nvlink (off by default)."
 #: The same note for NVSwitch panels.
 NVSWITCH_ONLY = (
@@ -66,7 +69,7 @@ class PanelSpec:
 class RowSpec:
     title: str
     panels: tuple[PanelSpec, ...]
-    #: Every query of this row needs DCGM's profiling fields (the panels say so).
+    #: Every query of this row needs DCGM (NVSwitches; the panels say so).
     dcgm_only: bool = False
 
 
@@ -252,7 +255,7 @@ NODE = DashboardSpec(
     "gpu-exporter-node",
     "GPU / Node and GPU",
     "Every signal of the selected GPUs over time, against the GPU's own limits: utilization, memory, "
-    "thermals, power, clocks and clock events, PCIe, NVLink, MIG, ECC; DCGM profiling in its own row.",
+    "thermals, power, clocks and clock events, PCIe, NVLink, MIG, ECC; profiling (DCGM, or NVML GPM) in its own row.",
     (
         RowSpec("Identity", (
             table("GPUs", "Identity of each GPU: model, bus id, serial, driver, CUDA and VBIOS versions, MIG "
@@ -375,23 +378,23 @@ NODE = DashboardSpec(
                      q(g("gpu_row_remap_failed"), GPU + " remap failed"),
                      q(g("gpu_retired_pages_pending"), GPU + " pages pending"), states=FLAG_STATES, width=8),
         )),
-        RowSpec("Profiling (DCGM only)", (
+        RowSpec("Profiling (--collector.profiling)", (
             ts("SM activity and occupancy", f"Fraction of time an SM had a resident warp, and resident warps "
-               f"against the maximum. {DCGM_ONLY}", "percentunit",
+               f"against the maximum. {PROFILING}", "percentunit",
                q(g("gpu_sm_active_ratio"), GPU + " SM active"), q(g("gpu_sm_occupancy_ratio"), GPU + " occupancy"),
                q(g("gpu_graphics_engine_active_ratio"), GPU + " engine active"), min=0, max=1, width=8),
             ts("Pipes and DRAM", f"Tensor, FP64, FP32 and FP16 pipe activity and DRAM interface activity. "
-               f"{DCGM_ONLY}", "percentunit",
+               f"{PROFILING}", "percentunit",
                q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor"), q(g("gpu_fp64_pipe_active_ratio"), GPU + " fp64"),
                q(g("gpu_fp32_pipe_active_ratio"), GPU + " fp32"), q(g("gpu_fp16_pipe_active_ratio"), GPU + " fp16"),
                q(g("gpu_dram_active_ratio"), GPU + " DRAM"), min=0, max=1, width=8),
             ts("PCIe and NVLink bytes (with headers)", f"PCIe and NVLink traffic averaged over the sample period, "
-               f"protocol headers included. {DCGM_ONLY}", "Bps",
+               f"protocol headers included. {PROFILING}", "Bps",
                q(g("gpu_pcie_transmit_with_headers_bytes_per_second"), GPU + " PCIe transmit"),
                q(g("gpu_pcie_receive_with_headers_bytes_per_second"), GPU + " PCIe receive"),
                q(g("gpu_nvlink_transmit_bytes_per_second"), GPU + " NVLink transmit"),
                q(g("gpu_nvlink_receive_bytes_per_second"), GPU + " NVLink receive"), min=0, width=8),
-        ), dcgm_only=True),
+        )),
         RowSpec("NVSwitch (DCGM only)", (
             ts("NVSwitch temperature", f"Switch die temperature against its own slowdown and shutdown thresholds "
                f"(dashed). {NVSWITCH_ONLY} Runbook: gpunvswitchtemperaturehigh.", "celsius",
@@ -600,13 +603,21 @@ work. For SM activity and occupancy (how much of the GPU the kernels fill) see t
             ts("Memory copy activity", "Fraction of time device memory was read or written.", "percentunit",
                q(g("gpu_memory_copy_utilization_ratio")), min=0, max=1, width=9),
         )),
-        RowSpec("Is it really busy: SM activity (DCGM only)", (
+        RowSpec("Is it really busy: SM activity (--collector.profiling)", (
+            note("Busy, or really busy?", """
+GPU-Util (**busy**) is the share of time in which *any* kernel ran: one small kernel at a time reads 100 %.
+**SM active** is the share of time the streaming multiprocessors had work, averaged over all of them:
+how much of the GPU the kernels filled. Busy and low SM activity means kernels that occupy few SMs
+(small batches, one stream, a serial stage): the job's owner can gain speed. Occupancy and tensor show
+how the active SMs are used. Needs `--collector.profiling` (DCGM, or GPM on NVML for Hopper and later).
+""", "gpubusylowsmactivity"),
             ts("Utilization against SM activity", f"Busy time against the fraction of time SMs had work and "
                f"their occupancy: high utilization with low SM activity means kernels that fill few SMs. "
-               f"{DCGM_ONLY}", "percentunit", q(g("gpu_sm_active_ratio"), GPU + " SM active"),
+               f"{PROFILING} Runbook: gpubusylowsmactivity.", "percentunit", q(busy(), GPU + " busy"),
+               q(g("gpu_sm_active_ratio"), GPU + " SM active"),
                q(g("gpu_sm_occupancy_ratio"), GPU + " occupancy"),
-               q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor pipes"), min=0, max=1, width=24),
-        ), dcgm_only=True),
+               q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor pipes"), min=0, max=1, width=18),
+        )),
         RowSpec("Is it hot or throttled, and why?", (
             note("Hot or throttled?", """
 Compare the temperature with **the GPU's own slowdown threshold**, not a fixed number. The clock-event

@@ -6,6 +6,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,9 +44,10 @@ SUPPLIED: dict[str, tuple[str, Fraction]] = {
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows.correctable", Fraction(1)),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remapped_rows.failure", Fraction(1)),
 }
-NOT_ON_NVML = {
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+NOT_ON_NVML = {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}
+#: The list's profiling fields: they turn the profiling collector on (GPM on NVML), and have no value at the
+#: first read (GPM needs two samples; on h100x4 only GPU 0 has GPM).
+PROFILING_FIELDS = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE",
@@ -145,6 +147,22 @@ def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_di
     log = exporter.log()
     for name in NOT_ON_NVML:
         assert log.count(f"{name} skipped") == 1, name  # warned once, skipped
+    for name in PROFILING_FIELDS:
+        assert name not in parsed and f"{name} skipped" not in log, name  # served, but not at the first read
+    assert "the counters list names profiling fields (DCGM_FI_PROF_GR_ENGINE_ACTIVE" in log
+
+
+def test_profiling_fields_skipped_when_the_collector_is_switched_off(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn", "--no-collector.profiling")
+    try:
+        parsed = samples(exporter.metrics())
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    for name in PROFILING_FIELDS:
+        assert log.count(f"{name} skipped: the profiling collector is disabled") == 1, name
+    assert "the counters list names profiling fields" not in log
+    assert 'gpu_exporter_collector_success{collector="profiling"}' not in str(parsed)
 
 
 def test_xid_in_compat_mode_has_code_message_and_window_counts(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -269,7 +287,9 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
     binary = shutil.which("prometheus")
     assert binary, "prometheus not found: run scripts/test"
     keys = scenario_values(SCENARIOS / "h100x4.scn")
-    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(FIXTURE), "-c", "500")
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(FIXTURE), "-c", "500", "--collector.profiling"
+    )
     port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -289,7 +309,7 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
                 results = {title: _query(port, promql) for title, promql in DASHBOARD_12239.items()}
             except httpx.HTTPError:
                 results = {}
-            if results and all(results[title] for title in DASHBOARD_12239 if title != "Tensor Core Utilization"):
+            if results and all(results[title] for title in DASHBOARD_12239):
                 break
             time.sleep(0.5)
     finally:
@@ -312,9 +332,9 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
     assert float(avg) == sum(float(keys[f"gpu{g}.temperature.gpu"]) for g in gpus) / 4
     total = results["GPU Power Total"][0]["value"][1]  # type: ignore[index]
     assert float(total) == pytest.approx(sum(float(keys[f"gpu{g}.power.usage"]) for g in gpus) / 1000)
-    # Tensor-core activity is a DCGM profiling field: NVML cannot measure it, so the panel stays empty
-    # rather than showing a made-up 0.
-    assert results["Tensor Core Utilization"] == []
+    # Tensor-core activity is a profiling field: on NVML it comes from GPM, which only GPU 0 offers
+    # (h100x4.scn: gpm.any_tensor_util = 8); the others have no series rather than a made-up 0.
+    assert per_gpu("Tensor Core Utilization") == {"0": float(keys["gpu0.gpm.any_tensor_util"]) / 100}
 
 
 def _query(port: int, promql: str) -> list[dict[str, object]]:
@@ -535,7 +555,9 @@ def test_1x_names_with_old_namespace(fakenvml_dir: Path, tmp_path: Path) -> None
     assert value(parsed, "dcgm_fb_used", gpu="1") == math.trunc(Fraction(keys["gpu1.memory.used"]) / MIB)
     assert value(parsed, "dcgm_xid_errors", gpu="1", err_msg="No Error") == 0
     assert "DCGM_FI_" not in text and "UUID=" not in text
-    assert exporter.log().count("dcgm_fi_prof_sm_active skipped") == 1  # profiling collector off
+    # the list names a profiling field: the collector is on (GPM; no value at the first read)
+    assert "dcgm_fi_prof_sm_active skipped" not in exporter.log()
+    assert "the counters list names profiling fields (dcgm_fi_prof_sm_active)" in exporter.log()
 
 
 def test_every_field_kind_renamed_and_unsuppliable_names(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -770,3 +792,16 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
 
     assert dcgm_lines(nvml) == dcgm_lines(dcgm)
     assert any(line.startswith("DCGM_FI_DEV_FB_USED{") for line in dcgm_lines(nvml))
+
+
+def test_reload_keeps_the_profiling_collector_the_counters_list_turned_on(fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _compat(fakenvml_dir, tmp_path, SCENARIOS / "h100x4.scn")
+    try:
+        exporter.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while "reload done" not in exporter.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    log = exporter.log()
+    assert "reload done" in log and "need a restart" not in log, log

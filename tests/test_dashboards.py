@@ -4,7 +4,8 @@ links that resolve, every metric and label from the catalogue), and every query 
 real Prometheus (loopback) scraping two real exporters on the fake NVML: a 4-GPU host with processes (a
 Slurm job's, a pod's and a plain one, named from a fake /proc), an HPC job left idle, a saw-tooth,
 throttling, Xids, ECC and remap counters, a degraded link, NVLinks and a failing call; and a MIG host with
-an implausible value. DCGM-only (profiling) panels must be empty there, and so must the panels fed by the
+an implausible value. Host A runs the profiling collector, so the profiling panels show GPM's values for its
+Hopper GPU 0. DCGM-only (NVSwitch) panels must be empty there, and so must the panels fed by the
 kubelet's pod-resources API until the exporter can be pointed at one (they are listed as unproven).
 """
 
@@ -42,9 +43,11 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 PANEL_TYPES = {"row", "timeseries", "stat", "state-timeline", "heatmap", "table", "text"}
 #: Series Prometheus writes itself for every target.
 PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-#: Metrics only DCGM supplies: its profiling fields and the NVSwitches (NVML cannot see them).
-DCGM_ONLY = {name for name, specs in FAMILIES.items() if any(spec.collector == "profiling" for spec in specs)}
-DCGM_ONLY |= {spec.name for spec in SWITCH_METRICS} | {"gpu_nvswitch_info"}
+#: Metrics only DCGM supplies: the NVSwitches (NVML cannot see them).
+DCGM_ONLY = {spec.name for spec in SWITCH_METRICS} | {"gpu_nvswitch_info"}
+#: Profiling metrics: DCGM's profiling module, or GPM on NVML; they need --collector.profiling.
+PROFILING = {name for name, specs in FAMILIES.items() if any(spec.collector == "profiling" for spec in specs)}
+PROFILING_ROW = "(--collector.profiling)"
 #: Plotting one of these bare in a time series means plotting the GPU's own limit beside it.
 LIMITS = {
     "gpu_temperature_celsius": "gpu_temperature_slowdown_threshold_celsius",
@@ -91,6 +94,10 @@ class Panel:
     @property
     def pod_resources(self) -> bool:
         return POD_RESOURCES_ROW in self.row
+
+    @property
+    def profiling(self) -> bool:
+        return PROFILING_ROW in self.row
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -285,6 +292,18 @@ def test_dcgm_only_panels_are_in_their_own_rows_and_say_so() -> None:
     assert rows >= 3
 
 
+def test_profiling_panels_are_in_their_own_rows_and_say_so() -> None:
+    rows = 0
+    for panel in all_panels():
+        uses_profiling = bool(set().union(*map(metric_names, panel.exprs)) & PROFILING) if panel.exprs else False
+        if panel.profiling and panel.exprs:
+            rows += 1
+            assert uses_profiling and "--collector.profiling" in panel.data["description"], panel.name
+        else:
+            assert not uses_profiling, f"{panel.name} uses profiling metrics outside a profiling row"
+    assert rows >= 4
+
+
 def test_time_series_draw_the_gpus_own_limits() -> None:
     checked = 0
     for panel in all_panels():
@@ -396,6 +415,10 @@ SERIES_VALUES: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] =
     ("Jobs now", "A"): {SLURM_77: 1, HPC_9: 1},
     ("GPU memory per pod UID", "A"): {(("pod_uid", POD_UID),): 21474837504},
     ("SM share per pod UID", "A"): {(("pod_uid", POD_UID),): 0.4},
+    # GPM on host A's GPU 0 (h100x4.scn: busy 97 %, SM activity 35 %, occupancy 12.5 %, tensor 8 %)
+    ("Utilization against SM activity", "B"): {(("gpu", "0"),): 0.35},
+    ("Utilization against SM activity", "C"): {(("gpu", "0"),): 0.125},
+    ("Utilization against SM activity", "D"): {(("gpu", "0"),): 0.08},
     ("Unowned process list", "A"): {(("pid", "4545"), ("process", "burn")): GIB}
     | ({} if POD_RESOURCES else {(("pid", "4343"), ("pod_uid", POD_UID)): 21474837504}),
 }
@@ -491,14 +514,16 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
             attribution[host_a] += ["--kubernetes", "--kubernetes.pod-resources-socket", kubelet.socket_path,
                                     "--kubernetes.refresh-interval", "1s"]  # fmt: skip
         for scenario in (host_a, host_b):
+            profiling = ("--collector.profiling",) if scenario == host_a else ()  # GPM on host A's GPU 0
             exporters.append(start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "500ms",
-                                   "--collector.nvlink", *attribution[scenario]))  # fmt: skip
+                                   "--collector.nvlink", *profiling, *attribution[scenario]))  # fmt: skip
         written = tmp_path / "targets.new"
         written.write_text(json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]))
         os.replace(written, targets)
         _wait(port, 'count(up{job="gpu-exporter"} == 1) == 2', log_path)
         _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 0', log_path)
         _wait(port, 'gpu_allocation_info{hpc_job="hpc-9"}', log_path)
+        _wait(port, 'gpu_sm_active_ratio{gpu="0"}', log_path)
         if POD_RESOURCES:
             _wait(port, 'gpu_allocation_info{namespace="ml", pod="train-0"}', log_path)
         changed = tmp_path / "host-a.new"

@@ -49,9 +49,13 @@ def test_healthy_host(fakenvml_dir: Path, tmp_path: Path) -> None:
     assert code == 0
     assert _status(checks) == {
         "device nodes": "ok", "permissions": "ok", "libnvidia-ml.so.1": "ok", "kernel driver": "ok", "NVML": "ok",
-        "library/driver match": "ok", "GPUs visible": "ok", "GPU 0": "ok", "GPU 1": "ok", "GPU 2": "ok",
-        "GPU 3": "ok", "DCGM": "skip", "profiling": "skip", "pod-resources socket": "skip",
+        "library/driver match": "ok", "GPUs visible": "ok", "GPU 0": "ok", "GPU 0 GPM": "ok", "GPU 1": "ok",
+        "GPU 1 GPM": "skip", "GPU 2": "ok", "GPU 2 GPM": "skip", "GPU 3": "ok", "GPU 3 GPM": "skip", "DCGM": "skip",
+        "profiling": "skip", "pod-resources socket": "skip",
     }  # fmt: skip
+    # h100x4.scn: GPM on GPU 0 only (SM activity 35 %); GPU 1-3 have no GPM (not offered, or isSupportedDevice 0)
+    assert checks["GPU 0 GPM"]["found"] == "works: SM activity 35 % over the last interval"
+    assert checks["GPU 3 GPM"]["found"].startswith("not offered by the driver for this GPU")
     assert checks["kernel driver"]["found"] == "loaded, version 550.54.15"
     assert checks["libnvidia-ml.so.1"]["found"] == f"loaded from {fakenvml_dir}/libnvidia-ml.so.1"
 
@@ -81,6 +85,14 @@ def test_kernel_module_of_another_version_warns(fakenvml_dir: Path, tmp_path: Pa
     assert match["status"] == "warn" and match["found"] == (
         "libnvidia-ml.so.1 is 550.54.15, the kernel module 535.161.08"
     )
+
+
+def test_gpm_held_by_another_profiler_warns(fakenvml_dir: Path, tmp_path: Path) -> None:
+    code, checks = _doctor(fakenvml_dir, tmp_path, "gpu0.error.nvmlGpmSampleGet = IN_USE\n")
+    assert code == 3
+    assert checks["GPU 0 GPM"]["status"] == "warn" and "another profiler" in checks["GPU 0 GPM"]["found"]
+    assert "dcgmi profile --pause" in checks["GPU 0 GPM"]["fix"]
+    assert checks["GPU 0"]["status"] == "ok"
 
 
 def test_a_lost_gpu_fails(fakenvml_dir: Path, tmp_path: Path) -> None:

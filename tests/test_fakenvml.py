@@ -936,3 +936,122 @@ def test_concurrent_sampling_while_the_file_is_rewritten(pynvml_run: Pynvml) -> 
     seen, failures = run.value
     assert failures == []
     assert set(seen) <= set(range(41)) and 40 in seen
+
+
+GPM_HOST = """
+    gpu0.name = NVIDIA H100 80GB HBM3
+    gpu0.gpm_supported = 1
+    gpu0.gpm.sm_util = 62.5
+    gpu0.gpm.sm_occupancy = 31.25
+    gpu0.gpm.any_tensor_util = 40
+    gpu0.gpm.pcie_rx_per_sec = 1500.5
+    gpu0.gpm.nvlink_l3_tx_per_sec = 1024
+    gpu0.gpm.nvlink_l40_rx_per_sec = 7
+    gpu0.gpm.graphics_util = 20,80@0.1
+    gpu1.name = NVIDIA A100-SXM4-80GB
+    gpu1.gpm_supported = 0
+    gpu1.gpm.sm_util = 50
+    gpu2.gpm_supported = 1
+    gpu2.gpm.sm_util = 50
+    gpu2.error.nvmlGpmSampleGet = IN_USE
+    gpu3.gpm_supported = 1
+    gpu3.mig.mode = 1
+    gpu3.mig.0.gpu_instance_id = 1
+    gpu3.mig.0.profile = 3g.40gb
+    gpu3.mig.0.gpm.sm_util = 25
+    gpu3.mig.1.gpu_instance_id = 2
+    gpu3.mig.1.profile = 3g.40gb
+    gpu3.mig.1.gpm.sm_util = 75
+"""
+
+GPM_PRELUDE = """
+def metrics(one, two, ids, version=nvml.NVML_GPM_METRICS_GET_VERSION):
+    get = nvml.c_nvmlGpmMetricsGet_t()
+    get.version, get.numMetrics, get.sample1, get.sample2 = version, len(ids), one, two
+    for i, metric in enumerate(ids):
+        get.metrics[i].metricId = metric
+    nvml.nvmlGpmMetricsGet(get)
+    return [get.metrics[i].value if get.metrics[i].nvmlReturn == 0 else get.metrics[i].nvmlReturn
+            for i in range(len(ids))]
+
+def pair(take):
+    one, two = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
+    take(one)
+    time.sleep(0.25)  # the interval measured, not a wait for an event
+    take(two)
+    return one, two
+"""
+
+
+def test_gpm_metrics_from_two_samples(pynvml_run: Pynvml) -> None:
+    r = pynvml_run(
+        GPM_HOST,
+        GPM_PRELUDE
+        + textwrap.dedent(
+            """
+        h = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(4)]
+        one, two = pair(lambda s: nvml.nvmlGpmSampleGet(h[0], s))
+        ids = [nvml.NVML_GPM_METRIC_SM_UTIL, nvml.NVML_GPM_METRIC_SM_OCCUPANCY, nvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+               nvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, nvml.NVML_GPM_METRIC_NVLINK_L3_TX_PER_SEC,
+               nvml.NVML_GPM_METRIC_NVLINK_L40_RX_PER_SEC, nvml.NVML_GPM_METRIC_FP64_UTIL,
+               nvml.NVML_GPM_METRIC_SM_CYCLES_ELAPSED, nvml.NVML_GPM_METRIC_GRAPHICS_UTIL]
+        out = {"gpu0": metrics(one, two, ids)}
+        out["reversed"] = err(metrics, two, one, ids)
+        out["version"] = err(metrics, one, two, ids, 2)
+        fresh = nvml.nvmlGpmSampleAlloc()
+        out["unfilled"] = err(metrics, one, fresh, ids)
+        out["pre_hopper"] = err(nvml.nvmlGpmSampleGet, h[1], fresh)
+        out["in_use"] = err(nvml.nvmlGpmSampleGet, h[2], fresh)
+        nvml.nvmlGpmSampleGet(h[3], fresh)
+        out["other_gpu"] = err(metrics, one, fresh, ids)
+        m1, m2 = pair(lambda s: nvml.nvmlGpmMigSampleGet(h[3], 2, s))
+        out["mig_gi2"] = metrics(m1, m2, [nvml.NVML_GPM_METRIC_SM_UTIL])
+        mig0 = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h[3], 0)
+        m3, m4 = pair(lambda s: nvml.nvmlGpmSampleGet(mig0, s))
+        out["mig_handle"] = metrics(m3, m4, [nvml.NVML_GPM_METRIC_SM_UTIL])
+        out["no_gi"] = err(nvml.nvmlGpmMigSampleGet, h[3], 9, m1)
+        out["not_mig"] = err(nvml.nvmlGpmMigSampleGet, h[0], 1, m1)
+        nvml.nvmlGpmSampleFree(fresh)
+        out["double_free"] = err(nvml.nvmlGpmSampleFree, fresh)
+        out["after_free"] = err(nvml.nvmlGpmSampleGet, h[0], fresh)
+        emit(out)
+        """
+        ),
+    )
+    v = r.value
+    not_supported = 3
+    assert v["gpu0"][:7] == [62.5, 31.25, 40.0, 1500.5, 1024.0, 7.0, not_supported]
+    assert v["gpu0"][7] == not_supported  # a counter id the fake does not model
+    assert 20.0 <= v["gpu0"][8] <= 80.0  # a cycle: its mean over the interval
+    assert v["reversed"] == v["unfilled"] == v["other_gpu"] == "NVMLError_InvalidArgument"
+    assert v["version"] == "NVMLError_ArgumentVersionMismatch"
+    assert v["pre_hopper"] == "NVMLError_NotSupported"
+    assert v["in_use"] == "NVMLError_InUse"
+    assert v["mig_gi2"] == [75.0]
+    assert v["mig_handle"] == [25.0]
+    assert v["no_gi"] == "NVMLError_NotFound"
+    assert v["not_mig"] == "NVMLError_NotSupported"
+    assert v["double_free"] == v["after_free"] == "NVMLError_InvalidArgument"
+    assert r.trace.count("nvmlGpmSampleGet gpu0") == 3  # two samples and the one after the free
+
+
+def test_gpm_counters_are_cumulative_across_a_scenario_rewrite(pynvml_run: Pynvml) -> None:
+    """A new level counts from the sample that first sees it: the counters never jump."""
+    r = pynvml_run(
+        "gpu0.gpm_supported = 1\ngpu0.gpm.sm_util = 50\n",
+        GPM_PRELUDE
+        + textwrap.dedent(
+            """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        take = lambda s: nvml.nvmlGpmSampleGet(h, s)
+        one, two = pair(take)
+        first = metrics(one, two, [nvml.NVML_GPM_METRIC_SM_UTIL])
+        rewrite(scenario().replace("sm_util = 50", "sm_util = 10"))
+        three = nvml.nvmlGpmSampleAlloc()
+        time.sleep(0.25)
+        take(three)
+        emit([first, metrics(two, three, [nvml.NVML_GPM_METRIC_SM_UTIL])])
+        """
+        ),
+    )
+    assert r.value == [[50.0], [10.0]]

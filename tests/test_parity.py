@@ -14,6 +14,7 @@ of the ``gpu_info`` comparison.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,50 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
         must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
         must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}
     assert must <= served, sorted(must - served)
+
+
+#: DCGM's profiling fields and the GPM level (scenario key) behind each: percent → ratio, MiB/s → bytes/s.
+PROFILING_LEVELS = {
+    1001: "graphics_util", 1002: "sm_util", 1003: "sm_occupancy", 1004: "any_tensor_util", 1005: "dram_bw_util",
+    1006: "fp64_util", 1007: "fp32_util", 1008: "fp16_util", 1009: "pcie_tx_per_sec", 1010: "pcie_rx_per_sec",
+    1011: "nvlink_total_tx_per_sec", 1012: "nvlink_total_rx_per_sec",
+}  # fmt: skip
+
+
+def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """The same activity through GPM (NVML, two samples) and DCGM's profiling fields (the DCGM fake given
+    those levels as DCGM stores them: ratios as doubles, bytes/s as INT64): the same families and values."""
+    from tests.dcgmfake import FE_GPU, double, int64
+
+    text = whole_mib((SCENARIOS / "h100x4.scn").read_text())
+    path = tmp_path / "h100x4.scn"
+    path.write_text(text)
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collector.profiling", "-c", "300")
+    try:
+        deadline = time.monotonic() + 20
+        nvml = comparable(exporter.metrics())
+        while "gpu_sm_active_ratio" not in nvml and time.monotonic() < deadline:
+            time.sleep(0.1)
+            nvml = comparable(exporter.metrics())
+    finally:
+        exporter.stop()
+    keys = scenario_keys(text)
+    fake = from_scenario(text, profiling=frozenset(PROFILING_LEVELS))
+    gpm = [gpu for gpu in range(4) if keys.get(f"gpu{gpu}.gpm_supported") == "1"]
+    for gpu in range(4):
+        if gpu not in gpm:
+            fake.profiling_support[gpu] = frozenset()  # DCGM's profiling module does not offer them either
+            continue
+        for field_id, level in PROFILING_LEVELS.items():
+            raw = float(keys[f"gpu{gpu}.gpm.{level}"])
+            fake.values[(FE_GPU, gpu)][field_id] = double(raw / 100) if field_id <= 1008 else int64(int(raw * MIB))
+    specs = enabled_specs(DEFAULT_COLLECTORS | {"profiling"})
+    sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
+    try:
+        dcgm = comparable(sampler.run_cycle().rendered.text.decode())
+    finally:
+        sampler.stop()
+    both = sorted({spec.name for spec in METRICS if spec.collector == "profiling" and spec.dcgm and spec.nvml})
+    assert len(both) == 12 and gpm == [0]
+    for name in both:
+        assert name in nvml and dcgm.get(name) == nvml[name], f"{name}: DCGM {dcgm.get(name)} != NVML {nvml[name]}"

@@ -24,6 +24,7 @@ from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
 from gpu_exporter.configmap import ConfigMapError, read_counters
 from gpu_exporter.counters import Counter
+from gpu_exporter.dcgm_fields import field_id
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.logs import flush_repeats, setup
 from gpu_exporter.server import BindError, Server, listen
@@ -118,6 +119,21 @@ def _load_counters(path: str) -> tuple[Counter, ...]:
         raise counters.CountersError(f"--collectors={quote(path)}: not a CSV file ({err})") from None
 
 
+def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Settings:
+    """dcgm-exporter collects what its counters list names: a list with profiling fields (DCGM_FI_PROF_*,
+    field ids 1000-1099) turns the profiling collector on, unless it was switched off (or on) explicitly."""
+    if "profiling" in settings.collectors or "profiling" in settings.collectors_chosen:
+        return settings
+    wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099]
+    if not wanted:
+        return settings
+    log.info(
+        "the counters list names profiling fields (%s): the profiling collector is on (--no-collector.profiling "
+        "turns it off)", ", ".join(wanted[:3]) + (", ..." if len(wanted) > 3 else "")
+    )  # fmt: skip
+    return replace(settings, collectors=settings.collectors | {"profiling"})
+
+
 def _compat_counters(settings: Settings) -> tuple[Counter, ...]:
     """dcgm-exporter's counters: its ConfigMap (-m) over the file (-f) over its default list."""
     spec = settings.dcgm_exporter.configmap
@@ -144,6 +160,8 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
             log.error("config not reloaded, the running settings stay: %s", _one_line(err))
             return
         current = server.settings
+        if "profiling" in current.collectors - new.collectors and "profiling" not in new.collectors_chosen:
+            new = replace(new, collectors=new.collectors | {"profiling"})  # turned on by the counters list
         changed = [item.name for item in fields(Settings) if getattr(new, item.name) != getattr(current, item.name)]
         server.web.reload(new.web_config_file)
         if new.log_level != current.log_level or new.log_format != current.log_format:
@@ -212,6 +230,7 @@ def _main(argv: Sequence[str] | None) -> int:
         except ConfigMapError as err:
             _error(err)
             return USAGE_ERROR if err.content else 1
+        settings = with_profiling_for(compat, settings)
     try:
         chosen = select(settings)
     except BackendUnavailable as err:

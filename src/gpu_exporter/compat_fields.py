@@ -34,8 +34,8 @@ from gpu_exporter.model import Entity
 #: value is truncated to a whole number (framebuffer and BAR1 in whole MiB, as DCGM divides bytes by
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
-    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1428, 1433), 1434, 1435, 1436, 1439, 1440, 1441,
-     1612, 1216, 1218}
+    {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1013, 1035), *range(1428, 1433), 1434, 1435,
+     1436, 1439, 1440, 1441, 1612, 1216, 1218}
 )  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
@@ -105,6 +105,11 @@ def _composed() -> dict[int, Composed]:
     for name, variant, _selector, number, _text in NVLINK5_COUNTERS:
         key = name + ("{" + ",".join(f"{label}={value}" for label, value in variant) + "}" if variant else "")
         out[number] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
+    # DCGM 1040-1075: per-link NVLink bytes/s from GPM (DCGM's GPM manager: NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC
+    # × 2^20), INT64, one GPU series per link field.
+    for link in range(18):
+        for number, key in ((1040 + 2 * link, LINK_GPM_TX), (1041 + 2 * link, LINK_GPM_RX)):
+            out[number] = Composed(((key, 1),), f"`{key}` of link {link}", links=True, link=link, whole=True)
     # DCGM 1600-1612 (DCGM 4.x's base-unit twins of legacy fields, in their legacy order): the same
     # reading in bytes, hertz, joules and a 0-1 ratio, which are the catalogue rows' own units.
     # INT64 except the fan ratio (a double); DCGM's joules are whole, the fraction dropped.
@@ -132,6 +137,8 @@ BASE_UNIT_TWINS: tuple[tuple[str, bool], ...] = (
 )
 
 
+#: The per-link GPM rows (NVML backend) behind DCGM 1040-1075 and the link-entity fields 1532, 1533.
+LINK_GPM_TX, LINK_GPM_RX = "gpu_nvlink_link_transmit_bytes_per_second", "gpu_nvlink_link_receive_bytes_per_second"
 #: DCGM field id → how it is composed from catalogue rows.
 COMPOSED: dict[int, Composed] = _composed()
 
@@ -285,6 +292,8 @@ LINK_ENTITY_FIELDS: dict[int, str] = {
 LINK_ENTITY_FIELDS[1508] = "gpu_nvlink_state"
 #: DCGM 1509 (DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT, a link entity's): PRM counter 201 of the link's port.
 LINK_ENTITY_FIELDS[1509] = "gpu_nvlink_port_transmit_wait_total"
+#: DCGM 1532, 1533 (DCGM_FI_PROF_NVLINK_TX/RX_BYTES_PER_LINK, a link entity's): the link's GPM rate, bytes/s.
+LINK_ENTITY_FIELDS[1532], LINK_ENTITY_FIELDS[1533] = LINK_GPM_TX, LINK_GPM_RX
 #: DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK: the link's bandwidth, as DCGM's per-link 440-448, 475-480, 494-496.
 LINK_BANDWIDTH = 1529
 #: The link-entity bandwidth fields → the direction they count ("": RX + TX, 1529; 1530 TX only; 1531 RX
@@ -341,16 +350,13 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),
-    (1000, 1099, "profiling (DCP) metrics: DCGM's profiling module only (the profiling collector)"),
+    (1000, 1099, "profiling (DCP) metrics not listed as served: neither DCGM's profiling rows nor NVML's GPM "
+     "(C2C, cache hit rates and cycle counters are not read yet)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "
      "are the host's, not a GPU's"),
     (1524, 1524, "NVSwitch firmware version: an NVSwitch's (text), not a GPU's"),
-    (1532, 1533, "a link entity's NVLink GPM bandwidth: DCGM's GPM manager takes two nvmlGpmSampleGet samples and "
-     "asks nvmlGpmMetricsGet for NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC (MiB/s, stored × 2^20 as bytes/s), for "
-     "watched link entities only; the NVML backend takes no GPM samples (DCGM's GPU-wide 1011, 1012 are served on "
-     "the DCGM backend only), so these are not read"),
 )  # fmt: skip
 
 

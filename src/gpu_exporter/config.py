@@ -38,6 +38,9 @@ class Settings:
     simulate: str = ""  # a built-in scenario name or a scenario file; empty: real GPUs
     dcgm_address: str = ""
     collectors: frozenset[str] = DEFAULT_COLLECTORS
+    #: Collectors switched on or off explicitly (flag, environment or file): defaults may follow the
+    #: counters list in dcgm-exporter mode, these never do.
+    collectors_chosen: frozenset[str] = frozenset()
     log_level: str = "info"
     log_format: str = "text"
     ready_without_gpus: bool = False
@@ -433,6 +436,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
         elif yaml_key in from_file:
             values[option.field] = _parse(f"{quote(config_file)}: {yaml_key}", from_file[yaml_key], option.parse)
     enabled = set(DEFAULT_COLLECTORS)
+    chosen = set()
     for name in COLLECTORS:
         file_key = f"collectors.{name}"
         if name in collector_flags:
@@ -443,6 +447,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
             on = _parse(f"{quote(config_file)}: {file_key}", from_file[file_key], _boolean)
         else:
             continue
+        chosen.add(name)
         if on:
             enabled.add(name)
         else:
@@ -452,10 +457,12 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
     except ValueError as err:
         raise ConfigError(str(err)) from None
     if "collectors+" in changes:  # dcgm-exporter 2.x --collect-dcp
+        chosen.add(changes["collectors+"])
         enabled.add(changes.pop("collectors+"))
     for name, value in changes.items():  # dcgm-exporter's flags yield to ours (--debug vs --log.level)
         values.setdefault(name, value)
     values["collectors"] = frozenset(enabled)
+    values["collectors_chosen"] = frozenset(chosen)
     values["dcgm_exporter"] = with_remote_host(
         values["dcgm_exporter"], values.get("dcgm_address", ""), values.get("kubernetes", False)
     )

@@ -165,7 +165,7 @@ FLAGS: tuple[DcgmFlag, ...] = (
     DcgmFlag(("--debug",), "DCGM_EXPORTER_DEBUG", True, "Same as `--log.level debug`.", _bool,
              setting="log_level", value="debug"),
     DcgmFlag(("--collect-dcp",), "DCGM_EXPORTER_COLLECT_DCP", True,
-             "dcgm-exporter 2.x: enables the profiling collector (DCGM_FI_PROF_* need the DCGM backend).",
+             "dcgm-exporter 2.x: enables the profiling collector (DCGM_FI_PROF_*: DCGM, or GPM on NVML).",
              _bool, setting="collectors+", value="profiling"),
     DcgmFlag(("--kubernetes-gpu-id-type",), "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", False,
              "`uid` or `device-name`; accepted: gpu-exporter matches the kubelet's device ids against both "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from gpu_exporter.simulate import (  # noqa: F401
     device,
     fields,
+    gpm,
     identity,
     platform,
     prm,

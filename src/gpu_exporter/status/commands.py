@@ -85,9 +85,13 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
         deadline = time.monotonic() + interval + 10.0
         sampler.first_cycle_done.wait(interval + 10.0)
         seen = None
+        profiling = "profiling" in settings.collectors and ours.watch is None
+        first_taken = [sampler.snapshot.taken_at]
         while True:
             current = sampler.snapshot
             partial = any(device.up and not device.values for device in current.devices)
+            # profiling ratios (GPM) need two reads: a one-shot look waits for the second cycle (bounded)
+            partial = partial or (profiling and current.taken_at == first_taken[0])
             if partial and ours.watch is None and time.monotonic() < deadline:
                 pass  # a GPU has no values yet: wait for the next cycle (bounded)
             elif current.taken_at != seen:

@@ -3,7 +3,8 @@
 In order: NVIDIA device nodes and their permissions, ``libnvidia-ml.so.1`` loadable, the kernel
 driver loaded (``/proc/driver/nvidia/version``), NVML initialising through the exporter's own
 backend (driver not loaded, library/driver mismatch, no permission), library and kernel module
-versions equal, GPUs visible, each GPU answering a sampling cycle, DCGM importable and its host
+versions equal, GPUs visible, each GPU answering a sampling cycle and whether GPM (SM activity from
+NVML's own profiling counters) works on it, DCGM importable and its host
 engine reachable, the profiling counters permitted to DCGM (the kernel module's
 ``RmProfilingAdminOnly`` against this user), and the kubelet's pod-resources socket when
 ``--kubernetes`` is on. ``--simulate`` is refused: doctor checks the real host.
@@ -21,7 +22,7 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -30,8 +31,10 @@ from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.config import Settings
 from gpu_exporter.sampler import Sampler
+from gpu_exporter.snapshot import DeviceView
 
 LEVELS = ("ok", "skip", "warn", "fail")
+SM_ACTIVE = "gpu_sm_active_ratio"
 EXIT = {"ok": 0, "skip": 0, "warn": 3, "fail": 4}
 CONTAINER_FIX = (
     "this looks like a container started without GPU access: run it with the NVIDIA container toolkit "
@@ -143,7 +146,9 @@ def _nvml(settings: Settings, module_version: str) -> tuple[list[Finding], Sampl
         findings.append(Finding("GPUs visible", "fail", "NVML reports no GPU", fix))
         return findings, None
     findings.append(Finding("GPUs visible", "ok", f"{len(devices)}: " + ", ".join(d.name for d in devices)))
-    sampler = Sampler(backend, enabled_specs(settings.collectors), 1.0, reason, watch_events=False)
+    # The profiling collector too, so each GPU's GPM is tried (two samples) and reported.
+    specs = enabled_specs(settings.collectors | {"profiling"})
+    sampler = Sampler(backend, specs, 1.0, reason, watch_events=False)
     return findings, sampler
 
 
@@ -158,6 +163,11 @@ def _answering(sampler: Sampler, nodes: int) -> list[Finding]:
         deadline = time.monotonic() + 5.0
         snapshot = sampler.snapshot
         while time.monotonic() < deadline and not all(d.values or not d.up for d in snapshot.devices):
+            time.sleep(0.1)
+            snapshot = sampler.snapshot
+        # GPM needs two samples: wait for the GPUs that may have it to show SM activity (bounded).
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline and not all(_gpm_settled(d) for d in snapshot.devices):
             time.sleep(0.1)
             snapshot = sampler.snapshot
     finally:
@@ -180,7 +190,34 @@ def _answering(sampler: Sampler, nodes: int) -> list[Finding]:
                                     "check dmesg and nvidia-smi -q -i N; a hung GPU needs a reset"))  # fmt: skip
         else:
             findings.append(Finding(name, "ok", f"answering ({device.identity.name}, {device.identity.uuid})"))
+            findings.append(gpm(device, snapshot.stats.errors))
     return sorted(findings, key=lambda f: int(f.check.split()[1]))
+
+
+def _gpm_settled(device: DeviceView) -> bool:
+    return not device.up or device.identity.gpm_supported is False or SM_ACTIVE in device.values
+
+
+def gpm(device: DeviceView, errors: Mapping[str, int]) -> Finding:
+    """Whether GPM (NVML's own profiling counters, Hopper and later) works on this GPU: SM activity read
+    from two samples, or why not."""
+    name = f"GPU {device.identity.index} GPM"
+    if device.identity.gpm_supported is False:
+        return Finding(name, "skip", "not offered by the driver for this GPU (Hopper or later needed): no SM "
+                       "activity, occupancy, tensor or DRAM activity without DCGM's profiling module")  # fmt: skip
+    values = device.values
+    if SM_ACTIVE in values:
+        return Finding(name, "ok", f"works: SM activity {100 * values[SM_ACTIVE]:.0f} % over the last interval")
+    if errors.get("in_use"):
+        return Finding(name, "warn", "the counters are held by another profiler (Nsight, DCGM's profiling module)",
+                       "stop the other profiler, or pause DCGM's (dcgmi profile --pause) while gpu-exporter reads "
+                       "GPM")  # fmt: skip
+    if errors.get("no_permission"):
+        return Finding(name, "warn", "profiling counters are restricted to administrators",
+                       "run as root, or load the module with NVreg_RestrictProfilingToAdminUsers=0 and "
+                       "reboot")  # fmt: skip
+    return Finding(name, "warn", "no SM activity after two samples (the driver answered without GPM values)",
+                   "check nvidia-smi dmon --gpm-metrics 2 -i N; a driver before R520 has no GPM")  # fmt: skip
 
 
 def _dcgm(settings: Settings) -> Finding:
@@ -204,7 +241,7 @@ def profiling(procfs: Path, dcgm: Finding) -> Finding:
     ``/proc/driver/nvidia/params`` against this process's effective uid. Only DCGM reads them here,
     so without DCGM there is nothing to check."""
     if dcgm.status == "skip":
-        return Finding("profiling", "skip", "no DCGM: the profiling metrics come only from DCGM")
+        return Finding("profiling", "skip", "no DCGM: its profiling module is not used (GPM on NVML: GPU N GPM)")
     path = procfs / "driver" / "nvidia" / "params"
     try:
         text = path.read_text(errors="replace")

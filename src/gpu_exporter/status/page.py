@@ -129,6 +129,18 @@ def card_html(card: Card) -> str:
         parts.append("<ul class='problems'>" + "".join(f"<li>{_e(p)}</li>" for p in problems) + "</ul>")
     parts.append(_row("Utilization", _num(util, 0.01, 0, " %"), "utilization"))
     parts.append(_bar(None if util is None else 100 * util))
+    sm_active = card.get("sm_active_ratio")
+    parts.append(_row("SM activity", _num(sm_active, 0.01, 0, " %"), "sm_active"))
+    if sm_active is None:
+        parts.append(f"<div class='sub' data-field='sm_active_note'>{_e(card.get('sm_active_note') or '')}</div>")
+    else:
+        parts.append(_bar(100 * sm_active))
+        pipes = (
+            f"occupancy {_num(card.get('sm_occupancy_ratio'), 0.01, 0, ' %')} · "
+            f"tensor {_num(card.get('tensor_active_ratio'), 0.01, 0, ' %')} · "
+            f"DRAM {_num(card.get('dram_active_ratio'), 0.01, 0, ' %')}"
+        )
+        parts.append(_row("SMs and pipes", pipes, "pipes"))
     memory = f"{_num(mem_used, GIB, 1)} / {_num(mem_total, GIB, 1, ' GiB')}"
     parts.append(_row("Memory", memory, "memory"))
     parts.append(_bar(_pct(mem_used, mem_total)))

@@ -2,6 +2,8 @@
 manner of gpustat, with problems on an indented line below their card.
 
 ``[0] NVIDIA H100 80GB HBM3 |  71°C,  97 % | 10240 / 81559 MiB | 612 / 700 W | python3/4242(root,8192M)``
+
+With SM activity measured (the profiling collector), it follows GPU-Util: ``97 %, SM  35 %``.
 """
 
 from __future__ import annotations
@@ -48,11 +50,12 @@ def render(status: dict[str, Any], color: bool = False) -> str:
         lines.append("no GPU found")
     for card in status["gpus"]:
         label = f"[{card['index']}]" if card["kind"] == "gpu" else f" └ {_clean(card['title'].split(' ', 2)[2])}"
-        util = card["utilization_ratio"]
+        util, sm = card["utilization_ratio"], card.get("sm_active_ratio")
+        sm_text = "" if sm is None else f", SM {_n(100 * sm, width=3)} %"
         fields = [
             f"{paint(_CYAN, label)} {paint(_BOLD, _clean(card['name']))}",
             f"{paint(_RED if card['problems'] else _YELLOW, _n(card['temperature_celsius'], width=3) + '°C')}, "
-            f"{_n(None if util is None else 100 * util, width=3)} %",
+            f"{_n(None if util is None else 100 * util, width=3)} %{sm_text}",
             f"{_n(card['memory_used_bytes'], MIB, 6)} / {_n(card['memory_total_bytes'], MIB, 6)} MiB",
             f"{_n(card['power_watts'], width=4)} / {_n(card['power_limit_watts'], width=4)} W",
         ]

@@ -15,6 +15,7 @@ from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.simulate.builtins import SIMULATED
 from gpu_exporter.snapshot import DeviceView, Snapshot
+from gpu_exporter.status.activity import activity, busy_low_sm
 
 Card = dict[str, Any]
 
@@ -143,6 +144,9 @@ def _problems(card: Card) -> list[str]:
         problems.append(f"hot: {temp:g} °C, slowdown at {slowdown:g} °C")
     if card["throttled"]:
         problems.append("throttled: " + ", ".join(card["throttled"]))
+    low_sm = busy_low_sm(card)
+    if low_sm:
+        problems.append(low_sm)
     width, width_max = card["pcie_width"], card["pcie_width_max"]
     if width is not None and width_max is not None and width < width_max:
         problems.append(f"degraded PCIe link: x{width:g} of x{width_max:g}")
@@ -210,6 +214,7 @@ def cards(snapshot: Snapshot) -> list[Card]:
             card = _card(device, entity, values, title)
             card["name"] = dict(entity.info).get("name", "") or device.identity.name
             card["mig_uuid"] = dict(entity.info).get("mig_uuid", "")
+        card.update(activity(values, device.identity, snapshot.stats))
         card["problems"] = _problems(card)
         out.append(card)
     return out

@@ -31,6 +31,8 @@ from gpu_exporter.backends.base import (
 from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_cc_mode, with_p2p
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
+from gpu_exporter.backends.nvml.gpm import CALL as _GPM_CALL
+from gpu_exporter.backends.nvml.gpm import GpmSampler, link_selector
 from gpu_exporter.backends.nvml.prm import CALL as _PRM_CALL
 from gpu_exporter.backends.nvml.prm import read_counters
 from gpu_exporter.backends.nvml.processes import ProcessReader
@@ -59,6 +61,21 @@ def _prm_raw(prm: Callable[[Handle], Any], handle: Handle, link: int, source: Nv
     if isinstance(outcome, Exception):
         raise outcome
     return float(outcome)
+
+
+def _gpm_raw(gpm: Callable[[], dict[str, Any]], source: NvmlSource, link: int | None = None) -> float | None:
+    """One GPM value from the entity's one sample of this read (of NVLink ``link`` when given); None at a
+    first sample (no interval yet)."""
+    outcome = gpm().get(source.selector if link is None else link_selector(source.selector, link))
+    if isinstance(outcome, Exception):
+        raise outcome
+    return None if outcome is None else float(outcome)
+
+
+def _once_only(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` made at most once (its answer or its error kept)."""
+    once = _once(lambda _handle: call())
+    return lambda: once(None)
 
 
 _COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
@@ -114,6 +131,8 @@ class NvmlBackend:
         self._events = EventQueue()  # outlives every listener, so no event is lost to a rebuild
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
+        self._gpm = GpmSampler()
+        self._no_gpm_logged: set[str] = set()
         self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
         self._listener: XidListener | None = None
@@ -160,6 +179,11 @@ class NvmlBackend:
         devices = with_cc_mode(devices)
         self._handles, self._mig_handles = handles, mig_handles
         self._by_index = {device.index: device for device in devices}
+        # GPM sample buffers of GPUs and GPU instances gone from this enumeration are freed.
+        self._gpm.retain(
+            [device.uuid for device in devices]
+            + [(device.uuid, mig.gpu_instance) for device in devices for mig in device.migs]
+        )
         if self._watch_events and (changed or self._listener is None):
             self._restart_listener()
         return devices
@@ -192,15 +216,25 @@ class NvmlBackend:
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
         compute = _once(self._processes.compute_processes)
-        self._read_into(reading, gpu, handle, gpu_asked, batch, compute=compute)
+        per_link = [
+            link_selector(source.selector, link)
+            for link, _e, asked in links
+            for *_, source in asked
+            if source.call == _GPM_CALL
+        ]
+        gpm = self._gpm_reader(
+            device, device.uuid, gpu_asked, lambda sample: pynvml.nvmlGpmSampleGet(handle, sample), per_link
+        )
+        self._read_into(reading, gpu, handle, gpu_asked, batch, compute=compute, gpm=gpm)
         # The PRM counters of all links asked: one nvmlDeviceReadPRMCounters_v1, made when first needed.
         prm_pairs = [
             (link, source.selector) for link, _e, asked in links for *_, source in asked if source.call == _PRM_CALL
         ]
         prm = _once(functools.partial(read_counters, asked=prm_pairs))
         for link, entity, asked in links:
-            self._read_into(reading, entity, handle, asked, batch, link, prm=prm)
+            self._read_into(reading, entity, handle, asked, batch, link, prm=prm, gpm=gpm)
         instances = {}
+        mig_gpm: dict[int, Callable[[], Any]] = {}  # one GPM sample per GPU instance, shared by its compute instances
         for slot, mig in enumerate(device.migs):
             entity = model.mig(
                 device.index, device.uuid, mig.gpu_instance, mig.compute_instance, mig.profile, mig.uuid, mig.name
@@ -210,10 +244,40 @@ class NvmlBackend:
             if mig_handle is not None:
                 asked = [row for row in mig_rows if asks(entity.uid, row.key)]
                 mig_batch = self._batch(reading, entity, mig_handle, self._wanted(entity, asked))
-                self._read_into(reading, entity, mig_handle, asked, mig_batch)
+                if mig.gpu_instance not in mig_gpm:
+                    mig_gpm[mig.gpu_instance] = self._gpm_reader(
+                        device, (device.uuid, mig.gpu_instance), mig_rows,
+                        functools.partial(pynvml.nvmlGpmMigSampleGet, handle, mig.gpu_instance),
+                    )  # fmt: skip
+                self._read_into(reading, entity, mig_handle, asked, mig_batch, gpm=mig_gpm[mig.gpu_instance])
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
+
+    def _gpm_reader(
+        self,
+        device: DeviceIdentity,
+        key: Any,
+        rows: Sequence[Row],
+        take: Callable[[Any], object],
+        per_link: Sequence[str] = (),
+    ) -> Callable[[], Any]:
+        """The entity's GPM read of this read (one sample, made when a GPM row first needs it); ``per_link``
+        adds the NVLinks' metrics of a GPU."""
+        selectors = [row.source.selector for row in rows if row.source.call == _GPM_CALL] + list(per_link)
+        if selectors and device.gpm_supported is False and device.uuid not in self._no_gpm_logged:
+            self._no_gpm_logged.add(device.uuid)
+            log.info(
+                "GPU %d (%s): no GPM (nvmlGpmQueryDeviceSupport says not supported; Hopper or later needed): "
+                "SM activity, occupancy, pipe and engine activity are not reported for it", device.index, device.name
+            )  # fmt: skip
+
+        def read() -> dict[str, Any]:
+            if device.gpm_supported is False:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            return self._gpm.read(key, take, selectors)
+
+        return _once_only(read)
 
     def _split(self, specs: tuple[MetricSpec, ...]) -> tuple[tuple[Row, ...], ...]:
         """The due rows with an NVML source, for GPUs, NVLinks, MIG devices and processes, worked out
@@ -269,6 +333,7 @@ class NvmlBackend:
         link: int | None = None,
         compute: Callable[[Handle], Any] | None = None,
         prm: Callable[[Handle], Any] | None = None,
+        gpm: Callable[[], Any] | None = None,
     ) -> None:
         """Read the asked ``rows`` of one handle (of one of its NVLinks when ``link`` is given) for
         ``entity``; values in ``batch`` came with the handle's field-value call."""
@@ -282,7 +347,9 @@ class NvmlBackend:
                 out[row] = outcome
                 continue
             read: Callable[[], float | None]
-            if link is None:
+            if gpm is not None and source.call == _GPM_CALL:
+                read = functools.partial(_gpm_raw, gpm, source, link)
+            elif link is None:
                 read = functools.partial(self._raw, handle, source, structs, compute)
             elif prm is not None and source.call == _PRM_CALL:
                 read = functools.partial(_prm_raw, prm, handle, link, source)
@@ -355,6 +422,8 @@ class NvmlBackend:
             pynvml.NVMLLibraryMismatchError,
         ) as err:
             what = "not supported" if isinstance(err, pynvml.NVMLError_NotSupported) else f"unavailable ({err!r})"
+            if source.call == _GPM_CALL:
+                what += " (GPM needs a Hopper or later GPU, and a driver that offers it)"
             reading.unsupported.append((entity, spec.key, f"{source.call} is {what}"))
             return None
         except pynvml.NVMLError as err:
@@ -385,6 +454,7 @@ class NvmlBackend:
             self._listener = None
         if not self._open:
             return
+        self._gpm.close()  # GPM sample buffers, before the library goes
         self._open = False
         try:
             pynvml.nvmlShutdown()

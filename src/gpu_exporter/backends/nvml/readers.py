@@ -12,6 +12,9 @@ from typing import Any
 
 import pynvml
 
+from gpu_exporter.backends.nvml.gpm import CALL as _GPM_CALL
+from gpu_exporter.backends.nvml.gpm import LINK_SELECTORS as GPM_LINK_SELECTORS
+from gpu_exporter.backends.nvml.gpm import SELECTORS as GPM_SELECTORS
 from gpu_exporter.backends.nvml.link_fields import ALL_LINKS, BER_FIELD_IDS, C2C_FIELD_IDS, NVLINK5_FIELD_IDS
 from gpu_exporter.backends.nvml.memory_flag import CALL as _UNREPAIRABLE_CALL
 from gpu_exporter.backends.nvml.memory_flag import unrepairable_memory as _unrepairable_memory
@@ -333,6 +336,7 @@ def supported_link_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetFieldValues": tuple(_LINK_FIELD_IDS),
         "nvmlDeviceGetNvLinkErrorCounter": tuple(_LINK_ERRORS),
         "nvmlDeviceReadPRMCounters_v1": ("transmit_wait",),  # one call per GPU (prm.py, read by the backend)
+        _GPM_CALL: GPM_LINK_SELECTORS,  # from the GPU's one GPM sample of the read (gpm.py)
     }
     return frozenset((call, selector) for call, names in selectors.items() for selector in names)
 
@@ -362,6 +366,7 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),
         "nvmlDeviceGetGpuFabricInfoV": ("state", "clique_id", "health_mask", "health_summary"),
     }
-    return frozenset(
+    gpm = frozenset((_GPM_CALL, selector) for selector in GPM_SELECTORS)  # one sample per entity (gpm.py)
+    return gpm | frozenset(
         (call, selector) for call in (*STRUCT_READERS, *ARG_READERS) for selector in selectors.get(call, ("",))
     )

@@ -121,7 +121,9 @@ def test_lost_gpu_builtin_loses_gpu_2_after_an_xid_79(tmp_path: Path) -> None:
     finally:
         exporter.stop()
     assert _gpus(parsed, "gpu_up") == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 1.0}
-    assert 1 in xids  # counted while GPU 2 still answered; a lost GPU keeps only gpu_up
+    assert 1 in xids  # counted while GPU 2 still answered
+    assert value(parsed, "gpu_xid_errors_total", gpu="2", xid="79") == 1  # and kept once it is lost
+    assert value(parsed, "gpu_power_watts", gpu="2") is None  # its measured values go
 
 
 def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:

@@ -268,8 +268,8 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
-        if not device.up:
-            continue
+        if not device.up and item.field_id not in (_XID_FIELD, _XID_COUNT):
+            continue  # a lost GPU keeps its Xid series (its Xid 79 comes just before the loss), no others
         if item.field_id in LINK_ENTITY_FIELDS or item.field_id in LINK_BANDWIDTHS:  # every GPU's links, as
             samples += _links(item, compat, frame.host, device)  # dcgm-exporter's link collector (no -d)
             continue

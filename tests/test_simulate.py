@@ -142,6 +142,35 @@ def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
         exporter.stop()
 
 
+def test_scenario_file_processes_are_the_scenarios_never_this_hosts(tmp_path: Path) -> None:
+    """pid 1 (this host's init, whatever runs it) and this test's own pid: the scenario's names only,
+    no owner, on /metrics, the status API and a snapshot; a pid the scenario names nothing for has an
+    empty name, not this host's. A few seconds."""
+    own = os.getpid()  # a live process of this host, owned by the user running the test
+    scenario = tmp_path / "host.scn"
+    scenario.write_text(
+        "gpu0.name = Simulated GPU\ngpu0.process.0.pid = 1\ngpu0.process.0.name = scenario-init\n"
+        f"gpu0.process.0.used_memory = 1048576\ngpu1.name = Simulated GPU\ngpu1.process.0.pid = {own}\n"
+    )
+    exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
+    try:
+        parsed = samples(exporter.metrics())
+        api = exporter.get("/api/v1/status").text
+    finally:
+        exporter.stop()
+    processes = {dict(labels)["pid"]: dict(labels) for labels in parsed["gpu_processes"]}
+    assert (processes["1"]["process"], processes["1"]["user"]) == ("scenario-init", "")
+    assert (processes[str(own)]["process"], processes[str(own)]["user"]) == ("", "")
+    host_names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in (1, own)}
+    assert not [name for name in host_names if f'"{name}"' in api], api  # a JSON string of its own
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--simulate", str(scenario)]
+    snap = subprocess.run(
+        command, env={**os.environ, **NO_FAKE}, capture_output=True, text=True, timeout=30, check=True
+    )
+    assert "scenario-init" in snap.stdout
+    assert not [name for name in host_names if f"{name}/" in snap.stdout], snap.stdout  # name/pid(user,memory)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -404,16 +404,19 @@ def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _simulation(values: dict[str, Any]) -> None:
     """--simulate reads no GPU library: it is its own backend; a built-in's processes get the
-    simulated /proc (and the passwd naming their owners) shipped with it unless --path.procfs is given."""
+    simulated /proc (and the passwd naming their owners) shipped with it unless --path.procfs is given,
+    a scenario file's are named by the scenario (procfs "": never this host's /proc)."""
     from gpu_exporter.simulate.builtins import passwd_of, procfs_of
 
     if values.get("backend", "auto") not in ("auto", "simulate"):
         raise ConfigError(f"--simulate and --backend={values['backend']} exclude each other: drop one of them")
     values["backend"] = "simulate"
     procfs = procfs_of(values["simulate"])
-    if procfs and "procfs" not in values:
+    if "procfs" not in values:
+        # Never this host's /proc: a scenario's pids are invented, and pid 1 here is this host's init.
+        # Without a simulated /proc of its own, the scenario's gpuN.process.K.name names its processes.
         values["procfs"] = procfs
-        if "passwd" not in values:  # the simulated processes' owners, whatever this host's users are
+        if procfs and "passwd" not in values:  # the simulated processes' owners, whatever this host's users are
             values["passwd"] = passwd_of(values["simulate"])
 
 

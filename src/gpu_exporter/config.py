@@ -272,8 +272,9 @@ OPTIONS: tuple[Option, ...] = (
            "database.", "FILE"),
     Option("--hpc-job-mapping-dir", "hpc_job_dir", ("hpc-job-mapping-dir",), str,
            "Directory of per-GPU job files (named by GPU index, or index.GPU-instance for MIG, holding job ids) "
-           "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job "
-           "(default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
+           "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job; in "
+           "dcgm-exporter mode, as dcgm-exporter, every series of that GPU or instance is copied once per job "
+           "with hpc_job (default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),

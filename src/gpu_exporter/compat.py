@@ -25,7 +25,7 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
 from gpu_exporter.compat_devices import monitored, unmatched_ids
 from gpu_exporter.compat_fields import (
     BANDWIDTH_FIELDS,
@@ -208,6 +208,42 @@ def plan(
     options = options or DcgmOptions()
     hostname = options.remote_host or hostname
     return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
+
+
+def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[str]:
+    """The collectors the counters' fields are read through on ``backend``: a field listed in the
+    counters file turns on what it needs, as dcgm-exporter watches every field its CSV lists (e.g.
+    DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL in its default counters needs the nvlink collector)."""
+    known = {FIELD_IDS[spec.compat_name]: spec for spec in METRICS if spec.compat_name}
+    needed: set[str] = set()
+    for counter in counters:
+        number = field_id(counter.field)
+        if counter.type == "label" or number is None:
+            continue
+        if number in (_XID_FIELD, _XID_COUNT):
+            needed.add("xid")
+            continue
+        keys: tuple[str, ...] = ()
+        if number == FB_USED_RATIO:
+            keys = tuple(FB_USED_RATIO_KEYS)
+        elif number == _CLOCK_COUNT:
+            keys = ("gpu_clock_event_active{reason=power_cap}",)
+        elif number in ENCODED_FIELDS:
+            keys = (ENCODED_FIELDS[number],)
+        elif number in LINK_ENTITY_FIELDS:
+            keys = (LINK_ENTITY_FIELDS[number], "gpu_nvlink_up")
+        elif number in LINK_BANDWIDTHS:
+            keys = (*BANDWIDTH_KEYS, "gpu_nvlink_up")
+        elif number in BANDWIDTH_FIELDS and number not in known:
+            keys = BANDWIDTH_KEYS
+        elif number in COMPOSED and number not in known:
+            keys = tuple(COMPOSED[number].keys)
+        elif number in known:
+            keys = (known[number].key,)
+        specs = [BY_KEY[key] for key in keys if key in BY_KEY]
+        if specs and all(_supplied(spec, backend) for spec in specs):
+            needed.update(spec.collector for spec in specs)
+    return frozenset(needed)
 
 
 def _supplied(spec: MetricSpec, backend: str) -> bool:

@@ -142,6 +142,29 @@ def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
         exporter.stop()
 
 
+def test_start_up_log_has_at_most_one_unsupported_line_per_gpu(tmp_path: Path) -> None:
+    """The default host's H100s lack many values (fans, power smoothing, ...): the log names the
+    values missing, one line per GPU, and says nothing more about them over the next cycles (it
+    printed 120 lines naming functions). A few seconds."""
+    exporter = start(None, None, tmp_path, "--simulate", "--collect-interval", "200ms", env=NO_FAKE)
+    try:
+        deadline = time.monotonic() + 15
+        while exporter.log().count("not supported here") < 8:  # the event: every GPU's first read
+            assert time.monotonic() < deadline, exporter.log()
+            time.sleep(0.1)
+        stamps: set[float | None] = set()
+        while len(stamps) < 4:  # three more cycles
+            stamps.add(value(samples(exporter.metrics()), "gpu_exporter_last_sample_timestamp_seconds"))
+            assert time.monotonic() < deadline + 10
+            time.sleep(0.05)
+    finally:
+        exporter.stop()
+    lines = [line for line in exporter.log().splitlines() if "not supported" in line]
+    assert len(lines) == 8, lines
+    assert {line.split("GPU ")[1].split(" ")[0] for line in lines} == {str(i) for i in range(8)}
+    assert all("absent from /metrics (not 0): gpu_" in line and "gpu_fan_speed_ratio" in line for line in lines)
+
+
 def test_scenario_file_processes_are_the_scenarios_never_this_hosts(tmp_path: Path) -> None:
     """pid 1 (this host's init, whatever runs it) and this test's own pid: the scenario's names only,
     no owner, on /metrics, the status API and a snapshot; a pid the scenario names nothing for has an

@@ -194,6 +194,7 @@ class Sampler:
         events = {view.identity.uuid: self._tallies.tally(view.identity.uuid) for view in views}
         snapshot = self._build(self._clock() - started, views, events, fabric, notes, wall)
         self.snapshot = snapshot  # the single reference swap scrapes read
+        self._memo.report()  # one line per GPU for what turned unsupported (or answers again) this cycle
         return snapshot
 
     def _trigger(self, cycle: int) -> list[RootState]:

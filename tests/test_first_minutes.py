@@ -4,6 +4,9 @@ a few seconds."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.harness import SCENARIOS, samples, start, value
@@ -20,3 +23,25 @@ def test_error_and_invalid_value_counters_start_at_zero(fakenvml_dir: Path, tmp_
         assert value(parsed, "gpu_exporter_sample_errors_total", kind=kind) == 0, kind
     for field in ("gpu_temperature_celsius", "gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_watts"):
         assert value(parsed, "gpu_exporter_invalid_values_total", field=field) == 0, field
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LD_LIBRARY_PATH": ""}
+    command = [sys.executable, "-m", "gpu_exporter", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_help_names_the_subcommands() -> None:
+    out = _run("--help").stdout
+    assert "gpu-exporter snapshot" in out and "gpu-exporter doctor" in out
+
+
+def test_flags_may_come_before_the_subcommand() -> None:
+    """``gpu-exporter --simulate mig snapshot`` failed with "unrecognized arguments"."""
+    before = _run("--simulate", "mig", "--no-collector.processes", "snapshot", "--no-color")
+    after = _run("snapshot", "--simulate", "mig", "--no-collector.processes", "--no-color")
+    assert before.returncode == 0, before.stderr
+    assert "SIMULATED host: --simulate mig" in before.stdout and "A100" in before.stdout
+    assert after.returncode == 0 and "A100" in after.stdout, after.stderr
+    bare = _run("--simulate", "snapshot", "--no-color")  # an optional value never takes a subcommand's name
+    assert bare.returncode == 0 and "SIMULATED host: --simulate default" in bare.stdout, bare.stderr

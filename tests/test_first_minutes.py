@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.harness import SCENARIOS, samples, start, value
+from tests.test_faults import wait_for
 
 
 def test_error_and_invalid_value_counters_start_at_zero(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -45,3 +46,35 @@ def test_flags_may_come_before_the_subcommand() -> None:
     assert after.returncode == 0 and "A100" in after.stdout, after.stderr
     bare = _run("--simulate", "snapshot", "--no-color")  # an optional value never takes a subcommand's name
     assert bare.returncode == 0 and "SIMULATED host: --simulate default" in bare.stdout, bare.stderr
+
+
+def test_status_page_words(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """No driver: a pointer to doctor, not "0 cards, no problems"; one healthy GPU: "1 card", in the
+    all-clear colour, not the warning one; a lost GPU's clock events are unknown, not "none"."""
+    exporter = start(None, None, tmp_path, "--backend", "nvml", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    try:
+        page = exporter.get("/").text
+    finally:
+        exporter.stop()
+    assert "0 cards" not in page and "no GPU data: run gpu-exporter doctor" in page
+    assert "run gpu-exporter doctor on this host" in page
+    one = tmp_path / "one.scn"
+    one.write_text("gpu0.name = One GPU\ngpu0.temperature.gpu = 40\n")
+    exporter = start(fakenvml_dir, one, tmp_path)
+    try:
+        page = exporter.get("/").text
+    finally:
+        exporter.stop()
+    assert "<span class='allclear'>1 card, no problems</span>" in page
+    lost = tmp_path / "lost.scn"
+    lost.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu2.lost_after = 0.5\n")
+    exporter = start(fakenvml_dir, lost, tmp_path, "--collect-interval", "200ms")
+    try:
+        wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
+        cards = exporter.get("/api/v1/status").json()["gpus"]
+        page = exporter.get("/").text
+    finally:
+        exporter.stop()
+    events = {card["index"]: card["clock_events"] for card in cards if card["kind"] == "gpu"}
+    assert events[2] is None and events[3] == ["power cap", "HW thermal slowdown"]
+    assert ">unknown<" in page

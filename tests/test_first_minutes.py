@@ -78,3 +78,17 @@ def test_status_page_words(fakenvml_dir: Path, tmp_path: Path) -> None:
     events = {card["index"]: card["clock_events"] for card in cards if card["kind"] == "gpu"}
     assert events[2] is None and events[3] == ["power cap", "HW thermal slowdown"]
     assert ">unknown<" in page
+
+
+def test_doctor_prints_each_fix_once(tmp_path: Path) -> None:
+    """No device nodes, no library, no module: the container advice was printed four times."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "proc").mkdir()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
+    command = [sys.executable, "-m", "gpu_exporter", "doctor", "--path.dev", str(tmp_path / "dev"),
+               "--path.procfs", str(tmp_path / "proc"), "--backend", "nvml"]  # fmt: skip
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False).stdout
+    fixes = [line.split("fix: ", 1)[1] for line in out.splitlines() if "fix: " in line]
+    repeated = [fix for fix in fixes if not fix.startswith("the same as for ")]
+    assert len(fixes) >= 3 and len(repeated) == len(set(repeated)), out
+    assert sum("container" in fix for fix in repeated) <= 1, out

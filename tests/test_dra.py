@@ -255,7 +255,7 @@ def test_dcgm_exporter_pod_uid_and_pod_labels(
         parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", pod="trainer-0") is not None)
         labels = dict(next(k for k in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(k)["gpu"] == "1"))
         assert (labels["namespace"], labels["container"], labels["team_example_com_owner"]) == ("ml", "main", "vision")
-        assert "app" not in labels and "uid" not in labels
+        assert "app" not in labels and "pod_uid" not in labels
         assert "--kubernetes-enable-pod-labels:" not in exporter.log()  # a real flag now, not a warning
     finally:
         exporter.stop()
@@ -264,9 +264,9 @@ def test_dcgm_exporter_pod_uid_and_pod_labels(
         env={"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID": "true"},
     )  # fmt: skip
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", uid=UID_TRAIN) is not None)
-        assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="trainer-0", uid=UID_TRAIN) is not None
-        assert [dict(k).get("uid") for k in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(k)["gpu"] == "0"] == [None]
+        parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", pod_uid=UID_TRAIN) is not None)
+        assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="trainer-0", pod_uid=UID_TRAIN) is not None
+        assert [dict(k).get("pod_uid") for k in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(k)["gpu"] == "0"] == [None]
     finally:
         exporter.stop()
 

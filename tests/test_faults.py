@@ -115,8 +115,10 @@ def test_lost_gpu_goes_down_alone_and_comes_back(fakenvml_dir: Path, tmp_path: P
         lost = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
         assert value(lost, "gpu_power_watts", gpu="2") is None  # GPU 2's metrics vanish...
         assert value(lost, "gpu_exporter_device_down", gpu="2", reason="lost") == 1
-        assert not [labels for name, series in lost.items() if not name.startswith("gpu_exporter_") and name != "gpu_up"
-                    and name != "gpu_info" for labels in series if dict(labels).get("gpu") == "2"]  # fmt: skip
+        kept = ("gpu_exporter_", "gpu_up", "gpu_info", "gpu_xid_errors_total", "gpu_ecc_error_events_total")
+        assert not [labels for name, series in lost.items() if not name.startswith(kept)
+                    for labels in series if dict(labels).get("gpu") == "2"]  # fmt: skip
+        assert value(lost, "gpu_xid_errors_total", gpu="2", xid="79") == 0  # event counters stay, pre-created
         for gpu in ("0", "1", "3"):  # ...while the others keep reporting
             assert value(lost, "gpu_up", gpu=gpu) == 1
             assert value(lost, "gpu_temperature_celsius", gpu=gpu) is not None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gpu_exporter import model
 from gpu_exporter.compat_fields import BANDWIDTH_FIELDS, BANDWIDTH_LINKS, BANDWIDTH_TOTAL, NvlinkBandwidth
-from tests.harness import SCENARIOS, Exporter, samples, start, value
+from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
+from tests.test_faults import wait_for
 
 STEP = 10_000_000  # KiB that link 0's TX counter grows per step (RX grows twice as much)
 PERIOD = 1  # seconds per step of the scenario's cycle
@@ -84,3 +85,27 @@ def test_a_counter_reset_gives_zero_and_fields_map_to_links() -> None:
         0, 5, 6, 11, 12, 14, 15, 17
     ]  # fmt: skip
     assert len(BANDWIDTH_LINKS) == 18
+
+
+BANDWIDTH = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"  # a counter in the default CSV: the parser adds _total
+
+
+def test_default_counters_serve_nvlink_fields_without_the_collector_flag(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """dcgm-exporter's default counters list DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: the counters file
+    turns on the nvlink collector it is read through (no --collector.nvlink), every GPU has the series
+    (0 on GPUs without NVLink counters, as DCGM), and the CRC flit total is served too. A few seconds."""
+    csv = tmp_path / "nvlink.csv"
+    csv.write_text(
+        (REPO / "tests" / "fixtures" / "default-counters.csv").read_text()
+        + "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, counter, Total number of NVLink flow-control CRC errors.\n"
+    )
+    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "-c", "200")
+    try:  # the first frames may precede the first NVLink read
+        parsed = wait_for(exporter, lambda p: len(p.get(f"{BANDWIDTH}_total", {})) == 4)
+    finally:
+        exporter.stop()
+    total = {dict(labels)["gpu"]: v for labels, v in parsed[f"{BANDWIDTH}_total"].items()}
+    assert total == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}  # GPUs 2 and 3 have no NVLink counters: 0
+    assert value(parsed, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL_total", gpu="0") == 3  # the scenario's
+    assert "NVLINK" not in "".join(line for line in exporter.log().splitlines() if "skipped" in line)
+    assert "turn on the nvlink collector" in exporter.log()

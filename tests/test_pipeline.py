@@ -73,8 +73,9 @@ def test_a_briefly_unsupported_call_comes_back_by_itself(fakenvml_dir: Path, tmp
     finally:
         exporter.stop()
     log = exporter.log()
-    assert log.count("nvmlDeviceGetPowerUsage is not supported; asked again") == 1, log
-    assert "answers again (was: nvmlDeviceGetPowerUsage is not supported)" in log
+    assert log.count("GPU 0 (GPU-4a1e0c2d-0b7f-4c3a-9e21-5d8f6a0b1c00): ") == 2, log  # unsupported, answers again
+    assert "absent from /metrics (not 0): gpu_power_watts, " in log  # the values missing, named
+    assert "answers again: gpu_power_watts" in log and "nvmlDeviceGetPowerUsage is not supported)" in log
 
 
 def test_a_vanished_gpu_is_forgotten_after_the_retention(fakenvml_dir: Path, tmp_path: Path) -> None:

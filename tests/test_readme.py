@@ -20,3 +20,22 @@ def test_every_flag_and_metric_is_documented() -> None:
                 assert f"`{flag}" in text or f"/ `{flag}`" in text, flag
     for name in [spec.name for spec in METRICS] + list(FIXED):
         assert f"`{name}`" in text, name
+
+
+def test_deploy_and_status_sections_say_what_is_true() -> None:
+    """The Status section named --simulate as not built; the Deploy section did not say that the
+    manifests' image name is a placeholder, that ServiceMonitor and PrometheusRule need the Prometheus
+    Operator's CRDs, or that the image build pulls its base from a registry."""
+    import re
+
+    import yaml
+
+    text = README.read_text()
+    status = text[text.index("\n## Status\n") :]
+    assert "--simulate" not in status.split("Not yet")[1], "README says --simulate is not built"
+    kustomization = README.parent / "deploy" / "kubernetes" / "base" / "kustomization.yaml"
+    image = yaml.safe_load(kustomization.read_text())["images"][0]["newName"]
+    deploy = text[text.index("\n## Deploy\n") : text.index("\n## Testing without a GPU\n")]
+    assert f"`{image}`" in deploy and "placeholder" in deploy
+    assert re.search(r"ServiceMonitor and PrometheusRule need the Prometheus Operator's\s+CRDs", deploy)
+    assert "BASE_IMAGE" in deploy and "Docker Hub" in deploy

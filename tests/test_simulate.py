@@ -121,7 +121,9 @@ def test_lost_gpu_builtin_loses_gpu_2_after_an_xid_79(tmp_path: Path) -> None:
     finally:
         exporter.stop()
     assert _gpus(parsed, "gpu_up") == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 1.0}
-    assert 1 in xids  # counted while GPU 2 still answered; a lost GPU keeps only gpu_up
+    assert 1 in xids  # counted while GPU 2 still answered
+    assert value(parsed, "gpu_xid_errors_total", gpu="2", xid="79") == 1  # and kept once it is lost
+    assert value(parsed, "gpu_power_watts", gpu="2") is None  # its measured values go
 
 
 def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
@@ -138,6 +140,58 @@ def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
             time.sleep(0.2)
     finally:
         exporter.stop()
+
+
+def test_start_up_log_has_at_most_one_unsupported_line_per_gpu(tmp_path: Path) -> None:
+    """The default host's H100s lack many values (fans, power smoothing, ...): the log names the
+    values missing, one line per GPU, and says nothing more about them over the next cycles (it
+    printed 120 lines naming functions). A few seconds."""
+    exporter = start(None, None, tmp_path, "--simulate", "--collect-interval", "200ms", env=NO_FAKE)
+    try:
+        deadline = time.monotonic() + 15
+        while exporter.log().count("not supported here") < 8:  # the event: every GPU's first read
+            assert time.monotonic() < deadline, exporter.log()
+            time.sleep(0.1)
+        stamps: set[float | None] = set()
+        while len(stamps) < 4:  # three more cycles
+            stamps.add(value(samples(exporter.metrics()), "gpu_exporter_last_sample_timestamp_seconds"))
+            assert time.monotonic() < deadline + 10
+            time.sleep(0.05)
+    finally:
+        exporter.stop()
+    lines = [line for line in exporter.log().splitlines() if "not supported" in line]
+    assert len(lines) == 8, lines
+    assert {line.split("GPU ")[1].split(" ")[0] for line in lines} == {str(i) for i in range(8)}
+    assert all("absent from /metrics (not 0): gpu_" in line and "gpu_fan_speed_ratio" in line for line in lines)
+
+
+def test_scenario_file_processes_are_the_scenarios_never_this_hosts(tmp_path: Path) -> None:
+    """pid 1 (this host's init, whatever runs it) and this test's own pid: the scenario's names only,
+    no owner, on /metrics, the status API and a snapshot; a pid the scenario names nothing for has an
+    empty name, not this host's. A few seconds."""
+    own = os.getpid()  # a live process of this host, owned by the user running the test
+    scenario = tmp_path / "host.scn"
+    scenario.write_text(
+        "gpu0.name = Simulated GPU\ngpu0.process.0.pid = 1\ngpu0.process.0.name = scenario-init\n"
+        f"gpu0.process.0.used_memory = 1048576\ngpu1.name = Simulated GPU\ngpu1.process.0.pid = {own}\n"
+    )
+    exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
+    try:
+        parsed = samples(exporter.metrics())
+        api = exporter.get("/api/v1/status").text
+    finally:
+        exporter.stop()
+    processes = {dict(labels)["pid"]: dict(labels) for labels in parsed["gpu_processes"]}
+    assert (processes["1"]["process"], processes["1"]["user"]) == ("scenario-init", "")
+    assert (processes[str(own)]["process"], processes[str(own)]["user"]) == ("", "")
+    host_names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in (1, own)}
+    assert not [name for name in host_names if f'"{name}"' in api], api  # a JSON string of its own
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--simulate", str(scenario)]
+    snap = subprocess.run(
+        command, env={**os.environ, **NO_FAKE}, capture_output=True, text=True, timeout=30, check=True
+    )
+    assert "scenario-init" in snap.stdout
+    assert not [name for name in host_names if f"{name}/" in snap.stdout], snap.stdout  # name/pid(user,memory)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -87,11 +88,16 @@ def test_watch_prints_until_interrupted(fakenvml_dir: Path, tmp_path: Path) -> N
     command = [sys.executable, "-m", "gpu_exporter", "snapshot", "--watch", "0.3", "--no-color"]
     env = _env(fakenvml_dir, tmp_path)
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
-        time.sleep(3)
+        assert child.stdout is not None
+        seen, deadline = "", time.monotonic() + 30
+        while seen.count("[3] NVIDIA H100 80GB HBM3") < 3:  # the event: three screens printed
+            assert time.monotonic() < deadline and child.poll() is None, seen
+            if select.select([child.stdout], [], [], 1.0)[0]:
+                seen += child.stdout.readline()
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=20)
     assert child.returncode == 0, err
-    assert out.count("[3] NVIDIA H100 80GB HBM3") >= 3
+    assert (seen + out).count("[3] NVIDIA H100 80GB HBM3") >= 3
 
 
 def test_mig_instances_are_cards_of_their_own(fakenvml_dir: Path, tmp_path: Path) -> None:

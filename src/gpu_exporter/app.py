@@ -25,7 +25,7 @@ from gpu_exporter.attribution.join import attributor_for, known_gpus
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
-from gpu_exporter.compat import compat_renderer, plan
+from gpu_exporter.compat import compat_renderer, needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import is_ready, negotiate, pick
@@ -60,14 +60,20 @@ def create_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
-        specs = enabled_specs(settings.collectors)
+        collectors = settings.collectors
+        if compat is not None:  # a field in the counters file turns on the collector it is read through
+            extra = needed_collectors(compat, backend.name) - collectors
+            if extra:
+                log.info("the counters file's fields turn on the %s collector(s)", ", ".join(sorted(extra)))
+            collectors |= extra
+        specs = enabled_specs(collectors)
         fabric = [spec for spec in specs if spec.root == "fabric"]
         if fabric and not any(spec.source(backend.name) for spec in fabric):
             log.warning(
                 "--collector.nvswitch needs the DCGM backend (%s cannot see NVSwitches): no NVSwitch series",
                 backend.name,
             )
-        watch_events = "xid" in settings.collectors
+        watch_events = "xid" in collectors
         renderer, clock_window = None, 0.0
         if compat is not None:
             compat_plan = plan(

@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpu-exporter",
         description="Prometheus exporter for NVIDIA GPUs. Every flag also reads an environment variable, "
         "shown in brackets; precedence is flag > environment > config file > default.",
+        epilog="Subcommands (flags may come before or after them): 'gpu-exporter snapshot' prints one look at "
+        "every GPU (or --json, --watch SECONDS) without starting a server, e.g. 'gpu-exporter snapshot --simulate'; "
+        "'gpu-exporter doctor' checks what the exporter needs to see GPUs and says the fix for each finding. "
+        "'gpu-exporter snapshot --help' and 'gpu-exporter doctor --help' list their own flags.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", "-v", action="version", version=f"gpu-exporter {__version__}")  # -v: dcgm-exporter
@@ -202,8 +206,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+#: The subcommands, which may come after flags (``gpu-exporter --simulate mig snapshot``).
+SUBCOMMANDS = ("snapshot", "doctor")
+
+
+def subcommand_first(args: Sequence[str]) -> list[str]:
+    """``args`` with a subcommand named anywhere among them moved to the front: a bare word that is not
+    the value of the flag before it (a flag whose value is optional never takes a subcommand's name)."""
+    actions = build_parser()._option_string_actions  # argparse keeps no public map of flags to arity
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        if arg in SUBCOMMANDS:
+            return [arg, *args[:i], *args[i + 1 :]]
+        action = actions.get(arg) if arg.startswith("-") and "=" not in arg else None
+        if action is not None and action.nargs is None:  # the next word is its value
+            i += 1
+        elif action is not None and action.nargs == "?" and i + 1 < len(args):
+            following = args[i + 1]
+            if not following.startswith("-") and following not in SUBCOMMANDS:
+                i += 1
+        i += 1
+    return list(args)
+
+
 def _main(argv: Sequence[str] | None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = subcommand_first(sys.argv[1:] if argv is None else argv)
     code = subcommand(args, parse_settings)  # snapshot, doctor
     if code is not None:
         return code

@@ -25,7 +25,7 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
 from gpu_exporter.compat_devices import monitored, unmatched_ids
 from gpu_exporter.compat_fields import (
     BANDWIDTH_FIELDS,
@@ -45,6 +45,7 @@ from gpu_exporter.compat_fields import (
     fb_used_ratio,
     link_entities,
 )
+from gpu_exporter.compat_pods import attributed, hpc_jobs
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -209,6 +210,42 @@ def plan(
     return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
 
 
+def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[str]:
+    """The collectors the counters' fields are read through on ``backend``: a field listed in the
+    counters file turns on what it needs, as dcgm-exporter watches every field its CSV lists (e.g.
+    DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL in its default counters needs the nvlink collector)."""
+    known = {FIELD_IDS[spec.compat_name]: spec for spec in METRICS if spec.compat_name}
+    needed: set[str] = set()
+    for counter in counters:
+        number = field_id(counter.field)
+        if counter.type == "label" or number is None:
+            continue
+        if number in (_XID_FIELD, _XID_COUNT):
+            needed.add("xid")
+            continue
+        keys: tuple[str, ...] = ()
+        if number == FB_USED_RATIO:
+            keys = tuple(FB_USED_RATIO_KEYS)
+        elif number == _CLOCK_COUNT:
+            keys = ("gpu_clock_event_active{reason=power_cap}",)
+        elif number in ENCODED_FIELDS:
+            keys = (ENCODED_FIELDS[number],)
+        elif number in LINK_ENTITY_FIELDS:
+            keys = (LINK_ENTITY_FIELDS[number], "gpu_nvlink_up")
+        elif number in LINK_BANDWIDTHS:
+            keys = (*BANDWIDTH_KEYS, "gpu_nvlink_up")
+        elif number in BANDWIDTH_FIELDS and number not in known:
+            keys = BANDWIDTH_KEYS
+        elif number in COMPOSED and number not in known:
+            keys = tuple(COMPOSED[number].keys)
+        elif number in known:
+            keys = (known[number].key,)
+        specs = [BY_KEY[key] for key in keys if key in BY_KEY]
+        if specs and all(_supplied(spec, backend) for spec in specs):
+            needed.update(spec.collector for spec in specs)
+    return frozenset(needed)
+
+
 def _supplied(spec: MetricSpec, backend: str) -> bool:
     return spec.source(backend) is not None or spec.derive is not None
 
@@ -268,56 +305,66 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
-        if not device.up:
-            continue
-        if item.field_id in LINK_ENTITY_FIELDS or item.field_id in LINK_BANDWIDTHS:  # every GPU's links, as
-            samples += _links(item, compat, frame.host, device)  # dcgm-exporter's link collector (no -d)
-            continue
-        if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
-            samples += _p2p(device.identity, _base(compat, frame.host, device.identity, None))
-            continue
-        whole, instances = monitored(device, compat.options.devices)
-        targets = ([None] if whole else []) + instances
-        for target in targets:
-            base = _base(compat, frame.host, device.identity, target)
-            if item.spec is not None:
-                samples += _values(item, device, target, base, options)
-            elif item.field_id == _XID_FIELD and frame.events is not None:
-                samples.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
-            elif item.field_id == _XID_COUNT and frame.events is not None:
-                tally = frame.events.get(device.identity.uuid, XidTally())
-                samples += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
-            elif item.field_id in BANDWIDTH_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
-                value = compat.bandwidth.value(device.identity.uuid, BANDWIDTH_FIELDS[item.field_id])
-                uid = target.uid if target is not None else device.entity.uid
-                if value is not None:
-                    samples.append((base + _pods(device, options).get(uid, []), value))
-            elif item.field_id in ENCODED_FIELDS:  # the GPU's raw value (a GPU instance shows its GPU's)
-                raw = device.raw.get(device.entity, {}).get(ENCODED_FIELDS[item.field_id])
-                uid = target.uid if target is not None else device.entity.uid
-                if raw is not None:
-                    samples.append((base + _pods(device, options).get(uid, []), float(math.trunc(raw))))
-            elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
-                value = COMPOSED[item.field_id].value(device.samples, device.entity)
-                uid = target.uid if target is not None else device.entity.uid
-                if value is not None:
-                    samples.append((base + _pods(device, options).get(uid, []), value))
-            elif item.field_id == FB_USED_RATIO:  # the instance's own memory, as every framebuffer field
-                entity = target if target is not None else device.entity
-                ratio = fb_used_ratio(device.samples.get(entity, {}))
-                if ratio is not None:
-                    samples.append((base + _pods(device, options).get(entity.uid, []), ratio))
-            elif item.field_id in IDENTITY_VALUES:  # a GPU instance shows its GPU's, as DCGM answers
-                value = IDENTITY_VALUES[item.field_id](device.identity)
-                uid = target.uid if target is not None else device.entity.uid
-                if value is not None:
-                    samples.append((base + _pods(device, options).get(uid, []), float(value)))
-            elif item.field_id == _CLOCK_COUNT:
-                events = frame.windows.get(device.identity.uuid, ())
-                samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
+        if not device.up and item.field_id not in (_XID_FIELD, _XID_COUNT):
+            continue  # a lost GPU keeps its Xid series (its Xid 79 comes just before the loss), no others
+        pods, jobs = _pods(device, options), hpc_jobs(device)
+        for uid, found in _device_samples(item, compat, frame, device):
+            samples += attributed(found, pods.get(uid, []), jobs.get(uid, ()))
     family = Metric(counter.field, counter.help, counter.type)
     family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
     return family
+
+
+def _device_samples(
+    item: _Item, compat: CompatPlan, frame: Frame, device: DeviceView
+) -> Iterable[tuple[str, list[tuple[Labels, float]]]]:
+    """One GPU's series of ``item`` before attribution, with the uid of the GPU or MIG instance each
+    belongs to (dcgm-exporter's transformations key a series by it: its pod and hpc_job labels)."""
+    options = compat.options
+    gpu_uid = device.entity.uid
+    if item.field_id in LINK_ENTITY_FIELDS or item.field_id in LINK_BANDWIDTHS:  # every GPU's links, as
+        yield gpu_uid, _links(item, compat, frame.host, device)  # dcgm-exporter's link collector (no -d)
+        return
+    if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
+        yield gpu_uid, _p2p(device.identity, _base(compat, frame.host, device.identity, None))
+        return
+    whole, instances = monitored(device, compat.options.devices)
+    for target in ([None] if whole else []) + instances:
+        base = _base(compat, frame.host, device.identity, target)
+        uid = target.uid if target is not None else gpu_uid
+        found: list[tuple[Labels, float]] = []
+        if item.spec is not None:
+            found += _values(item, device, target, base)
+        elif item.field_id == _XID_FIELD and frame.events is not None:
+            found.append(_last_xid(frame.events.get(device.identity.uuid, XidTally()), base))
+        elif item.field_id == _XID_COUNT and frame.events is not None:
+            tally = frame.events.get(device.identity.uuid, XidTally())
+            found += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
+        elif item.field_id in BANDWIDTH_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
+            value = compat.bandwidth.value(device.identity.uuid, BANDWIDTH_FIELDS[item.field_id])
+            if value is not None:
+                found.append((base, value))
+        elif item.field_id in ENCODED_FIELDS:  # the GPU's raw value (a GPU instance shows its GPU's)
+            raw = device.raw.get(device.entity, {}).get(ENCODED_FIELDS[item.field_id])
+            if raw is not None:
+                found.append((base, float(math.trunc(raw))))
+        elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
+            value = COMPOSED[item.field_id].value(device.samples, device.entity)
+            if value is not None:
+                found.append((base, value))
+        elif item.field_id == FB_USED_RATIO:  # the instance's own memory, as every framebuffer field
+            entity = target if target is not None else device.entity
+            ratio = fb_used_ratio(device.samples.get(entity, {}))
+            if ratio is not None:
+                found.append((base, ratio))
+        elif item.field_id in IDENTITY_VALUES:  # a GPU instance shows its GPU's, as DCGM answers
+            identity = IDENTITY_VALUES[item.field_id](device.identity)
+            if identity is not None:
+                found.append((base, float(identity)))
+        elif item.field_id == _CLOCK_COUNT:
+            events = frame.windows.get(device.identity.uuid, ())
+            found += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
+        yield uid, found
 
 
 def _p2p(device: DeviceIdentity, base: Labels) -> list[tuple[Labels, float]]:
@@ -368,15 +415,12 @@ def _in_dcgm_unit(item: _Item, value: float, raw: float | None) -> float:
     return result
 
 
-def _values(
-    item: _Item, device: DeviceView, target: Entity | None, base: Labels, options: DcgmOptions
-) -> Iterable[tuple[Labels, float]]:
+def _values(item: _Item, device: DeviceView, target: Entity | None, base: Labels) -> Iterable[tuple[Labels, float]]:
     """The item's value for the whole GPU (``target`` None) or for one GPU instance: the instance's
     own value where the catalogue has one per instance, else (as DCGM answers for a GPU instance)
     the whole GPU's; framebuffer fields only ever from the instance itself."""
     spec = item.spec
     assert spec is not None
-    pods = _pods(device, options)
     entity = device.entity
     if target is not None and "mig" in spec.entities:
         entity = target
@@ -385,8 +429,7 @@ def _values(
     value = device.samples.get(entity, {}).get(spec.key)
     if value is None:
         return
-    uid = target.uid if target is not None else device.entity.uid
-    yield base + pods.get(uid, []), _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
+    yield base, _in_dcgm_unit(item, value, device.raw.get(entity, {}).get(spec.key))
 
 
 def _last_xid(tally: XidTally, base: Labels) -> tuple[Labels, float]:

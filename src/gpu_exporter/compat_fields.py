@@ -244,6 +244,7 @@ class NvlinkBandwidth:
     def __init__(self) -> None:
         # (GPU uuid, link or None, direction: "" RX + TX, "tx", "rx") → (KiB, time, value)
         self._state: dict[tuple[str, int | None, str], tuple[float, float, float]] = {}
+        self._linkless: set[str] = set()  # GPUs read with no NVLink counter: DCGM's sum over no link is 0
 
     def update(self, uuid: str, gpu: Entity, samples: Mapping[Entity, Mapping[str, float]], now: float) -> None:
         """Fold one frame's NVLink counters of GPU ``gpu`` (bytes) taken at Unix time ``now``: RX + TX
@@ -262,6 +263,10 @@ class NvlinkBandwidth:
             for direction, row in zip(("tx", "rx"), BANDWIDTH_KEYS, strict=True):
                 if row in values:
                     totals[(link, direction)] = values[row] / 1024
+        if totals:
+            self._linkless.discard(uuid)
+        else:
+            self._linkless.add(uuid)
         for (which, direction), kib in totals.items():
             previous = self._state.get((uuid, which, direction))
             if previous is None:
@@ -277,7 +282,10 @@ class NvlinkBandwidth:
 
     def value(self, uuid: str, link: int | None, direction: str = "") -> float | None:
         """The last computed value of GPU ``uuid``'s link (None: every link), RX + TX or one direction
-        (``"tx"``, ``"rx"``); None when unread."""
+        (``"tx"``, ``"rx"``); None when unread. The sum over every link of a GPU without NVLink
+        counters is 0, as DCGM serves it (dcgm-exporter's default counters list it for every GPU)."""
+        if link is None and not direction and uuid in self._linkless:
+            return 0.0
         state = self._state.get((uuid, link, direction))
         return None if state is None else state[2]
 

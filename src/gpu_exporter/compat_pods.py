@@ -1,5 +1,15 @@
-"""dcgm-exporter's pod labels in its compatibility mode (``-k``): which pod a GPU's or MIG
-instance's series name, with the pod's UID and Kubernetes labels where dcgm-exporter's flags ask."""
+"""dcgm-exporter's attribution labels in its compatibility mode: which pod (``-k``) a GPU's or MIG
+instance's series name, with the pod's UID and Kubernetes labels where dcgm-exporter's flags ask,
+and which HPC jobs (``--hpc-job-mapping-dir``) hold it.
+
+As dcgm-exporter's transformations (its ``PodMapper`` and ``hpcMapper``, applied to every series of
+the GPU entity group before rendering: the field values, ``DCGM_FI_DEV_XID_ERRORS``, the Xid and
+clock-event window counts, P2P status, and the GPU's NVLink series) each series of a GPU or GPU
+instance gets its pod's labels, then is copied once per HPC job of that GPU (the file named by its
+index) or GPU instance (``index.instance``; a GPU instance's series never take the whole GPU's file)
+with ``hpc_job`` set; a GPU or instance without jobs keeps its one series. Unlike dcgm-exporter,
+blank lines and repeated ids in a job file are not copies of their own (they would be series
+without ``hpc_job`` twice, or the same series twice, which Prometheus rejects)."""
 
 from __future__ import annotations
 
@@ -9,11 +19,14 @@ from gpu_exporter.dcgm_flags import DcgmOptions
 from gpu_exporter.snapshot import DeviceView
 
 Labels = list[tuple[str, str]]
+#: dcgm-exporter's pod label names with ``--use-old-namespace`` (1.x).
+_OLD_NAMES = ("pod_name", "pod_namespace", "container_name")
 
 
 def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
-    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``) for each GPU or
-    MIG instance allocated to exactly one pod container, then its ``uid``
+    """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``; with ``-o``
+    ``pod_name``, ``pod_namespace``, ``container_name``) for each GPU or
+    MIG instance allocated to exactly one pod container, then its ``pod_uid``
     (``--kubernetes-enable-pod-uid``) and its Kubernetes labels (``--kubernetes-enable-pod-labels``,
     names made valid, those of ``--kubernetes-pod-label-allowlist-regex``) where the API server lists
     the pod. A device several pods share (time-slicing) gets none: copying its values to every pod
@@ -28,9 +41,10 @@ def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
         if len(own) != 1:
             continue
         labels, info = own[0]
-        found = [("pod", labels["pod"]), ("namespace", labels["namespace"]), ("container", labels["container"])]
+        names = _OLD_NAMES if options.old_namespace else ("pod", "namespace", "container")
+        found = list(zip(names, (labels["pod"], labels["namespace"], labels["container"]), strict=True))
         if options.pod_uid and info.get("pod_uid"):
-            found.append(("uid", info["pod_uid"]))
+            found.append(("pod_uid", info["pod_uid"]))
         if options.pod_labels:
             found += _kubernetes_labels(info, options.pod_label_allowlist, {name for name, _ in found})
         out[parent] = found
@@ -53,3 +67,29 @@ def _kubernetes_labels(info: dict[str, str], allowlist: str, taken: set[str]) ->
             taken.add(clean)
             found.append((clean, value))
     return found
+
+
+def hpc_jobs(device: DeviceView) -> dict[str, tuple[str, ...]]:
+    """The HPC job ids (``--hpc-job-mapping-dir``) holding each GPU or MIG instance, by its uid, in
+    the file's order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for entity in device.samples:
+        if entity.kind == "job":
+            job = dict(entity.labels).get("hpc_job")
+            if job is not None:
+                parent = dict(entity.info).get("parent", "")
+                out[parent] = (*out.get(parent, ()), job)
+    return out
+
+
+def attributed(found: list[tuple[Labels, float]], pods: Labels, jobs: tuple[str, ...]) -> list[tuple[Labels, float]]:
+    """Series of one GPU or instance with its pod's labels, then one copy per HPC job with ``hpc_job``."""
+    if not pods and not jobs:
+        return found
+    out = []
+    for labels, value in found:
+        labels = [*labels, *pods]
+        if not jobs:
+            out.append((labels, value))
+        out += [([*labels, ("hpc_job", job)], value) for job in jobs]
+    return out

@@ -275,8 +275,9 @@ OPTIONS: tuple[Option, ...] = (
            "database.", "FILE"),
     Option("--hpc-job-mapping-dir", "hpc_job_dir", ("hpc-job-mapping-dir",), str,
            "Directory of per-GPU job files (named by GPU index, or index.GPU-instance for MIG, holding job ids) "
-           "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job "
-           "(default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
+           "that a workload manager writes; each job becomes a gpu_allocation_info series with hpc_job; in "
+           "dcgm-exporter mode, as dcgm-exporter, every series of that GPU or instance is copied once per job "
+           "with hpc_job (default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),
@@ -407,16 +408,19 @@ def _flatten(path: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _simulation(values: dict[str, Any]) -> None:
     """--simulate reads no GPU library: it is its own backend; a built-in's processes get the
-    simulated /proc (and the passwd naming their owners) shipped with it unless --path.procfs is given."""
+    simulated /proc (and the passwd naming their owners) shipped with it unless --path.procfs is given,
+    a scenario file's are named by the scenario (procfs "": never this host's /proc)."""
     from gpu_exporter.simulate.builtins import passwd_of, procfs_of
 
     if values.get("backend", "auto") not in ("auto", "simulate"):
         raise ConfigError(f"--simulate and --backend={values['backend']} exclude each other: drop one of them")
     values["backend"] = "simulate"
     procfs = procfs_of(values["simulate"])
-    if procfs and "procfs" not in values:
+    if "procfs" not in values:
+        # Never this host's /proc: a scenario's pids are invented, and pid 1 here is this host's init.
+        # Without a simulated /proc of its own, the scenario's gpuN.process.K.name names its processes.
         values["procfs"] = procfs
-        if "passwd" not in values:  # the simulated processes' owners, whatever this host's users are
+        if procfs and "passwd" not in values:  # the simulated processes' owners, whatever this host's users are
             values["passwd"] = passwd_of(values["simulate"])
 
 

@@ -143,8 +143,9 @@ FLAGS: tuple[DcgmFlag, ...] = (
     DcgmFlag(("--no-hostname", "-n"), "DCGM_EXPORTER_NO_HOSTNAME", True,
              "Omit the Hostname label from every series.", _bool, option="no_hostname"),
     DcgmFlag(("--use-old-namespace", "-o"), "DCGM_EXPORTER_USE_OLD_NAMESPACE", True,
-             "dcgm-exporter 1.x labels: `uuid` instead of `UUID` (use it with a 1.x counters file of "
-             "lowercase names such as `dcgm_sm_clock`).", _bool, option="old_namespace"),
+             "dcgm-exporter 1.x labels: `uuid` instead of `UUID`, and with `-k` `pod_name`, `pod_namespace`, "
+             "`container_name` (use it with a 1.x counters file of lowercase names such as `dcgm_sm_clock`).",
+             _bool, option="old_namespace"),
     DcgmFlag(("--devices", "-d"), "DCGM_EXPORTER_DEVICES_STR", False,
              "Which entities are reported: `f` (default: each GPU, or only its GPU instances when it is in "
              "MIG mode), `g[:ids]` (whole GPUs, by index, MIG or not), `i[:ids]` (GPU instances only, by "
@@ -176,7 +177,7 @@ FLAGS: tuple[DcgmFlag, ...] = (
              "node's pods in the API server (`--kubernetes.api-url`; needs `list` on pods).", _bool,
              option="pod_labels"),
     DcgmFlag(("--kubernetes-enable-pod-uid",), "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", True,
-             "With `-k`: series of a GPU or MIG instance allocated to one pod also carry its `uid` (from this "
+             "With `-k`: series of a GPU or MIG instance allocated to one pod also carry its `pod_uid` (from this "
              "node's pods in the API server).", _bool, option="pod_uid"),
     DcgmFlag(("--kubernetes-pod-label-allowlist-regex",), "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX", False,
              "Only pod labels whose name matches one of these comma-separated regular expressions (whole "
@@ -320,7 +321,7 @@ def with_remote_host(options: DcgmOptions, address: str, kubernetes: bool) -> Dc
             f"{flag}: no pods are attributed without -k/--kubernetes; no {what} label"
             for flag, what, on in (
                 ("--kubernetes-enable-pod-labels", "pod", options.pod_labels),
-                ("--kubernetes-enable-pod-uid", "uid", options.pod_uid),
+                ("--kubernetes-enable-pod-uid", "pod_uid", options.pod_uid),
             )
             if on
         ]

@@ -135,15 +135,16 @@ def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric
 
 def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
     """Xid counters (the Xid table's alerting subset starts at 0, so the first such Xid after start
-    is an increase, not a new series), the last Xid time, and ECC event counters, for GPUs that are up."""
+    is an increase, not a new series), the last Xid time, and ECC event counters, for every GPU the
+    sampler still lists: a lost GPU keeps them (its Xid 79 arrives just before the loss, and a series
+    gone by the next scrape is never stored) until it has been out of the driver's list for the
+    vanished retention; the counts are kept by UUID, so a GPU that comes back carries on from them."""
     xids, last, ecc = (
         _fixed("gpu_xid_errors_total"),
         _fixed("gpu_xid_last_timestamp_seconds"),
         _fixed("gpu_ecc_error_events_total"),
     )
     for device in devices:
-        if not device.up:
-            continue
         base = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
         tally = events.get(device.identity.uuid, XidTally())
         for code in sorted(set(PRECREATED_XIDS) | set(tally.xid)):

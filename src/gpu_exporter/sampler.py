@@ -58,6 +58,14 @@ VANISHED_RETENTION_SECONDS = 3600.0
 # How often GPUs are enumerated again while all answer: picks up MIG instances created or destroyed
 # at run time (a DRA driver does this per claim) and hot-added GPUs; 0 turns it off.
 REDISCOVER_SECONDS = 30.0
+#: gpu_exporter_sample_errors_total{kind} series present (at 0) from the start.
+PRECREATED_ERROR_KINDS = ("exception", "timeout", "unknown")
+#: gpu_exporter_invalid_values_total{field} series present (at 0) from the start, where enabled: the
+#: values whose driver sentinels and impossible readings the sanity filter drops.
+PRECREATED_INVALID = (
+    "gpu_temperature_celsius", "gpu_memory_temperature_celsius", "gpu_utilization_ratio",
+    "gpu_memory_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_watts",
+)  # fmt: skip
 
 
 @dataclass
@@ -125,8 +133,11 @@ class Sampler:
         self._open_backoff = Backoff()
         self._discover_backoff = Backoff()
         self._cycle = 0
-        self._errors: dict[str, int] = {}
-        self._invalid: dict[str, int] = {}
+        # Counters start at 0 (their dashboard panels and rate() need a series before the first event):
+        # the commonest error kinds, and the values the sanity filter most often drops.
+        self._errors: dict[str, int] = dict.fromkeys(PRECREATED_ERROR_KINDS, 0)
+        names = {spec.name for spec in self._specs}
+        self._invalid: dict[str, int] = {name: 0 for name in PRECREATED_INVALID if name in names}
         self._last_success: float | None = None
         collectors = dict.fromkeys(spec.collector for spec in self._plan.readable)
         self._collectors = (*collectors, *(("xid",) if watch_events else ()))
@@ -198,6 +209,7 @@ class Sampler:
         events = {view.identity.uuid: self._tallies.tally(view.identity.uuid) for view in views}
         snapshot = self._build(self._clock() - started, views, events, fabric, notes, wall)
         self.snapshot = snapshot  # the single reference swap scrapes read
+        self._memo.report()  # one line per GPU for what turned unsupported (or answers again) this cycle
         return snapshot
 
     def _trigger(self, cycle: int) -> list[RootState]:

@@ -269,7 +269,8 @@ def load(path: str) -> WebConfig:
     warnings: list[str] = []
     tls, sans = _tls(reader, reader.mapping("tls_server_config", top.get("tls_server_config"), _TLS_KEYS), warnings)
     http = reader.mapping("http_server_config", top.get("http_server_config"), ("http2", "headers"))
-    if reader.boolean("http_server_config.http2", http.get("http2"), True) and tls is not None:
+    http2 = reader.boolean("http_server_config.http2", http.get("http2"), False)  # checked even when unset
+    if http2 and tls is not None:  # asked for explicitly: exporter-toolkit's default (on) is no request
         warnings.append("http_server_config.http2: only HTTP/1.1 is served (Prometheus scrapes over HTTP/1.1)")
     headers = []
     for name, value in reader.mapping("http_server_config.headers", http.get("headers"), None).items():

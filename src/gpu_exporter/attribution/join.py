@@ -19,7 +19,7 @@ from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
-from gpu_exporter.attribution.procfs import ProcessNames
+from gpu_exporter.attribution.procfs import FactsSource, ProcessNames
 from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
@@ -93,8 +93,9 @@ class Attributor:
         slices: Slices | None = None,
         api_pods: PodNames | None = None,
         passwd: Path | None = None,
+        names: FactsSource | None = None,
     ) -> None:
-        self._names = ProcessNames(procfs, passwd)
+        self._names = names if names is not None else ProcessNames(procfs, passwd)
         self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
         self._kubelet = kubelet
@@ -243,6 +244,12 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         from gpu_exporter.attribution.kubeapi import api_sources
 
         slices, api_pods = api_sources(settings)
+    scenario_names: FactsSource | None = None
+    if settings.backend == "simulate" and not settings.procfs:  # a scenario without a /proc of its own
+        from gpu_exporter.simulate.builtins import resolve
+        from gpu_exporter.simulate.processes import ScenarioNames
+
+        scenario_names = ScenarioNames(resolve(settings.simulate))
     return Attributor(
         Path(settings.procfs),
         settings.max_processes,
@@ -252,6 +259,7 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         slices,
         api_pods,
         Path(settings.passwd) if settings.passwd else None,
+        scenario_names,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pwd
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.cgroups import parse as parse_cgroups
@@ -37,6 +38,12 @@ class ProcessFacts:
     name: str = ""
     user: str = ""
     workload: Workload = field(default_factory=Workload)
+
+
+class FactsSource(Protocol):
+    """Where process facts come from: a procfs tree, or (``--simulate FILE``) the scenario itself."""
+
+    def facts(self, pid: int) -> ProcessFacts: ...
 
 
 class ProcessNames:

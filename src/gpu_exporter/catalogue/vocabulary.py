@@ -138,13 +138,54 @@ UNIT_MAXIMA: dict[str, float] = {
 }
 
 
+#: NVML sources (call, selector) the NVML backend reads through ``nvmlDeviceGetFieldValues`` (its field
+#: for the value, in the GPU's one field-value call), falling back to the call itself only where the
+#: field is unsupported or unknown; NVLink error counters have a field for links 0-11 only, the link
+#: state for every link. Held equal to the backend's field table by tests/test_catalogue.py.
+READ_AS_FIELD: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("nvmlDeviceGetPowerUsage", ""), ("nvmlDeviceGetEnforcedPowerLimit", ""),
+        ("nvmlDeviceGetPowerManagementDefaultLimit", ""), ("nvmlDeviceGetPowerManagementLimit", ""),
+        ("nvmlDeviceGetPowerManagementLimitConstraints", "min"),
+        ("nvmlDeviceGetPowerManagementLimitConstraints", "max"), ("nvmlDeviceGetTotalEnergyConsumption", ""),
+        ("nvmlDeviceGetPcieReplayCounter", ""), ("nvmlDeviceGetEccMode", "current"),
+        ("nvmlDeviceGetEccMode", "pending"), ("nvmlDeviceGetRetiredPagesPendingStatus", ""),
+        ("nvmlDeviceGetRetiredPages", "multiple_single_bit"), ("nvmlDeviceGetRetiredPages", "double_bit"),
+        ("nvmlDeviceGetNvLinkState", ""),
+        *(("nvmlDeviceGetTotalEccErrors", f"{kind}_{counter}")
+          for kind in ("corrected", "uncorrected") for counter in ("volatile", "aggregate")),
+        *(("nvmlDeviceGetMemoryErrorCounter", f"{kind}_{counter}_{location}")
+          for kind in ("corrected", "uncorrected") for counter in ("volatile", "aggregate")
+          for location in ("l1_cache", "l2_cache", "device_memory", "register_file", "texture_memory")),
+        ("nvmlDeviceGetMemoryErrorCounter", "uncorrected_volatile_cbu"),
+        ("nvmlDeviceGetMemoryErrorCounter", "uncorrected_aggregate_cbu"),
+        *(("nvmlDeviceGetRemappedRows", what) for what in ("correctable", "uncorrectable", "pending", "failure")),
+        *(("nvmlDeviceGetViolationStatus", what)
+          for what in ("power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability",
+                       "app_clocks", "base_clocks")),
+        *(("nvmlDeviceGetNvLinkErrorCounter", what) for what in ("crc_data", "replay", "recovery", "crc_flit")),
+    }
+)  # fmt: skip
+
+
+def _nvml_source(call: str, selector: str, show_selector: bool) -> str:
+    """The NVML call the backend makes for a source, as HELP states it."""
+    if not show_selector:  # a family of rows shares one HELP: some of its values may have no field
+        if any(known == call for known, _selector in READ_AS_FIELD):
+            return f"NVML nvmlDeviceGetFieldValues where NVML has a field for the value, else {call}"
+        return f"NVML {call}"
+    shown = f"{call}({selector})" if selector else call
+    if (call, selector) in READ_AS_FIELD:
+        return f"NVML nvmlDeviceGetFieldValues, else {shown} where the driver has no field for it"
+    return f"NVML {shown}"
+
+
 def help_text(spec: MetricSpec) -> str:
     """HELP text: the meaning, the unit and the source on each backend (shared by a family's rows)."""
     sources = []
     nvml, dcgm = spec.nvml, spec.dcgm
     if nvml is not None:
-        selector = f"({nvml.selector})" if nvml.selector and not spec.variant else ""
-        sources.append(f"NVML {nvml.call}{selector}")
+        sources.append(_nvml_source(nvml.call, nvml.selector, not spec.variant))
     if dcgm is not None and dcgm.call:
         sources.append(f"DCGM {dcgm.call}")
     elif dcgm is not None and dcgm.links and not spec.variant:

@@ -65,7 +65,7 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Convert
             if row is None:
                 continue
             if remembered:
-                memo.answered(uid, key)
+                memo.answered(uid, key, group(entity))
             name, minimum, bound, numerator, denominator, special = row
             value = raw * numerator / denominator if special is None else special.value(raw)
             if raw not in SENTINELS and not value < minimum and (bound is None or value <= bound):
@@ -77,5 +77,15 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Convert
         out.values[entity] = values
         out.raw[entity] = kept if len(kept) == len(values) else {key: raw for key, raw in kept.items() if key in values}
     for entity, key, what in reading.unsupported:
-        memo.unsupported(entity.uid, key, what)
+        memo.unsupported(entity.uid, key, what, group(entity))
     return out
+
+
+def group(entity: Entity) -> str:
+    """How the log names the device an entity belongs to: ``GPU 0 (GPU-…)``, ``NVSwitch 1``."""
+    labels = dict(entity.labels)
+    if "uuid" in labels:
+        return f"GPU {labels.get('gpu', '?')} ({labels['uuid']})"
+    if "nvswitch" in labels:
+        return f"NVSwitch {labels['nvswitch']}"
+    return entity.uid

@@ -2,8 +2,10 @@
 
 A pair the vendor called unsupported is not asked again for ``retry_seconds`` (a minute), and is
 asked again at once after a rediscovery, so a call that failed that way during a driver hiccup comes
-back by itself. Each change is logged once: when a pair first turns unsupported (once per entity
-and vendor call, however many rows share the call) and when it answers again; re-asking is silent.
+back by itself. Each change is logged once, and once per GPU and cycle: :meth:`UnsupportedMemo.report`
+(the sampler calls it after each cycle) writes one line per GPU naming the values that turned
+unsupported (the rows absent from /metrics, with how many links or instances), then the driver's
+words; and one line per GPU naming those that answer again. Re-asking is silent.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class UnsupportedMemo:
         self._lock = threading.Lock()
         self._until: dict[tuple[str, str], float] = {}  # (uid, key) → monotonic time to ask again
         self._what: dict[tuple[str, str], str] = {}  # (uid, key) → vendor call, while logged unsupported
+        # GPU (or switch) → row → (entities, the vendor's words): changes not yet reported
+        self._off: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
+        self._on: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
 
     def asks(self, uid: str, key: str) -> bool:
         """Whether to ask the vendor for row ``key`` of entity ``uid`` now."""
@@ -36,31 +41,62 @@ class UnsupportedMemo:
         until = self._until.get((uid, key))
         return until is None or self._clock() >= until
 
-    def unsupported(self, uid: str, key: str, what: str) -> None:
-        """The vendor said ``what`` for this pair (e.g. "nvmlDeviceGetFanSpeed is not supported")."""
+    def unsupported(self, uid: str, key: str, what: str, group: str = "") -> None:
+        """The vendor said ``what`` for this pair (e.g. "nvmlDeviceGetFanSpeed is not supported");
+        ``group`` names the GPU it belongs to in the log (default: the entity)."""
         with self._lock:
             self._until[(uid, key)] = self._clock() + self._retry
-            first = (uid, what) not in {(u, w) for (u, _k), w in self._what.items()}
+            if (uid, key) not in self._what:
+                entities, words = self._off.setdefault(group or uid, {}).setdefault(key, (set(), set()))
+                entities.add(uid)
+                words.add(what)
             self._what[(uid, key)] = what
-        if first:
-            log.info("%s: %s; asked again every %.0fs and when the devices change", uid, what, self._retry)
 
     def remembers_any(self) -> bool:
         """True while any pair is remembered as unsupported (else :meth:`answered` has nothing to do)."""
         return bool(self._what)
 
-    def answered(self, uid: str, key: str) -> None:
+    def answered(self, uid: str, key: str, group: str = "") -> None:
         """The pair gave a value: forget it, and say so if it had been logged as unsupported."""
         if (uid, key) not in self._what:
             return
         with self._lock:
             what = self._what.pop((uid, key), None)
             self._until.pop((uid, key), None)
-            last = what is not None and (uid, what) not in {(u, w) for (u, _k), w in self._what.items()}
-        if last:
-            log.info("%s: answers again (was: %s)", uid, what)
+            if what is not None:
+                entities, words = self._on.setdefault(group or uid, {}).setdefault(key, (set(), set()))
+                entities.add(uid)
+                words.add(what)
+
+    def report(self) -> None:
+        """Log what changed since the last report: one line per GPU for the values that turned
+        unsupported, one for those that answer again."""
+        with self._lock:
+            off, on, self._off, self._on = self._off, self._on, {}, {}
+        for group, rows in off.items():
+            log.info(
+                "%s: %d value(s) not supported here, absent from /metrics (not 0): %s; asked again every %.0fs "
+                "and when the devices change (the driver's answers: %s)",
+                group, len(rows), _names(rows), self._retry, _words(rows),
+            )  # fmt: skip
+        for group, rows in on.items():
+            log.info("%s: answers again: %s (was: %s)", group, _names(rows), _words(rows))
 
     def rediscovered(self) -> None:
         """Ask every pair again in the next read (what was logged stays logged): the devices changed."""
         with self._lock:
             self._until.clear()
+
+
+def _names(rows: dict[str, tuple[set[str], set[str]]]) -> str:
+    """The families missing, in the order first met, each with how many of its series (rows × links
+    or instances) are missing when more than one."""
+    counts: dict[str, int] = {}
+    for key, (entities, _) in rows.items():
+        family = key.partition("{")[0]
+        counts[family] = counts.get(family, 0) + len(entities)
+    return ", ".join(name if n == 1 else f"{name} ({n} series)" for name, n in counts.items())
+
+
+def _words(rows: dict[str, tuple[set[str], set[str]]]) -> str:
+    return "; ".join(sorted({word for _, words in rows.values() for word in words}))

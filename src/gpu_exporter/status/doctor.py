@@ -308,10 +308,18 @@ def report(findings: Sequence[Finding], as_json: bool) -> str:
         body = {"healthy": EXIT[level] == 0, "worst": level, "checks": [asdict(f) for f in findings]}
         return json.dumps(body, indent=2) + "\n"
     lines = []
+    shown: dict[str, str] = {}  # fix text → the first check it was printed for
     for finding in findings:
         lines.append(f"{finding.status.upper():4}  {finding.check:22} {finding.found}")
         if finding.fix and finding.status in ("warn", "fail"):
-            lines.append(f"{'':28}fix: {finding.fix}")
+            first = shown.get(finding.fix)
+            if first is None and CONTAINER_FIX in shown and "container" in finding.fix:
+                first = shown[CONTAINER_FIX]  # the library's own wording of the same container advice
+            if first is None:
+                shown[finding.fix] = finding.check
+                lines.append(f"{'':28}fix: {finding.fix}")
+            else:  # one piece of advice, printed once
+                lines.append(f"{'':28}fix: the same as for {first}")
     return "\n".join(lines) + "\n"
 
 

@@ -37,7 +37,8 @@ th{color:var(--muted);font-weight:normal}.spark{display:flex;gap:.4rem;margin-to
 .spark figure{margin:0;flex:1}.spark figcaption{font-size:.7rem;color:var(--muted)}
 svg{width:100%;height:28px}polyline{fill:none;stroke:var(--line);stroke-width:1.5}
 .tag{color:var(--warn)}.simulated{background:var(--warn);color:#000;font-weight:700;padding:.3rem .6rem;
-border-radius:4px;margin:0 0 .5rem}footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
+border-radius:4px;margin:0 0 .5rem}.allclear{color:var(--ok)}
+footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
 """
 
 _SCRIPT = """
@@ -152,7 +153,7 @@ def card_html(card: Card) -> str:
     parts.append(_row("SM clock", sm, "sm_clock"))
     mem_clock = f"{_num(card['memory_clock_hertz'], 1e6)} / {_num(card['memory_clock_max_hertz'], 1e6, 0, ' MHz')}"
     parts.append(_row("Memory clock", mem_clock, "memory_clock"))
-    events = ", ".join(card["clock_events"]) or "none"
+    events = "unknown" if card["clock_events"] is None else ", ".join(card["clock_events"]) or "none"
     parts.append(_row("Clock events", events, "clock_events"))
     if card["pcie_generation"] is not None or card["pcie_width"] is not None:
         pcie = (
@@ -191,7 +192,7 @@ def cards_html(status: dict[str, Any]) -> str:
     """The inside of ``<main>``: every card, or a line saying why there is none."""
     if not status["gpus"]:
         reason = "no GPU found" if status["backend_up"] else f"backend down: {status['backend_reason']}"
-        return f"<p class='empty'>{_e(reason)}</p>"
+        return f"<p class='empty'>{_e(reason)}; run gpu-exporter doctor on this host to see why and how to fix it</p>"
     return "".join(card_html(card) for card in status["gpus"])
 
 
@@ -206,11 +207,14 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
     """The whole document."""
     state = "up" if status["backend_up"] else f"down ({status['backend_reason']})"
     interval_ms = int(1000 * float(status["interval_seconds"]))
-    summary = (
-        f"{status['cards_with_problems']} of {len(status['gpus'])} need a look"
-        if status["cards_with_problems"]
-        else f"{len(status['gpus'])} cards, no problems"
-    )
+    count = len(status["gpus"])
+    cards = f"{count} card" if count == 1 else f"{count} cards"
+    if not count:  # no GPU data is a problem, not an all-clear
+        summary, tone = "no GPU data: run gpu-exporter doctor", "tag"
+    elif status["cards_with_problems"]:
+        summary, tone = f"{status['cards_with_problems']} of {count} need a look", "tag"
+    else:
+        summary, tone = f"{cards}, no problems", "allclear"
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
@@ -218,7 +222,7 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
         f"{_simulated(status)}<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
         f"<p>Backend {_e(status['backend'])}, {_e(state)} · driver {_e(status['driver_version'] or 'unknown')}"
         f" · CUDA {_e(status['cuda_version'] or 'unknown')} · sampling every {float(status['interval_seconds']):g}s"
-        f" · <span class='tag'>{_e(summary)}</span></p></header>"
+        f" · <span class='{tone}'>{_e(summary)}</span></p></header>"
         f"<main>{cards_html(status)}</main>"
         f"<footer><a href='{_e(metrics_path)}'>Metrics</a> · <a href='/api/v1/status'>JSON</a> · "
         "<a href='/healthz'>Health</a> · <a href='/readyz'>Readiness</a></footer>"

@@ -91,6 +91,10 @@ def _allocations(device: DeviceView, parent: Entity) -> list[str]:
     return found
 
 
+def _has_clock_events(values: Mapping[str, float]) -> bool:
+    return any(f"gpu_clock_event_active{{reason={name}}}" in values for name, _bit in CLOCK_EVENT_REASONS)
+
+
 def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title: str) -> Card:
     reasons = [
         name for name, _bit in CLOCK_EVENT_REASONS if values.get(f"gpu_clock_event_active{{reason={name}}}", 0.0) > 0
@@ -119,7 +123,8 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "pcie_generation_max": _get(values, "gpu_pcie_link_generation_max"),
         "pcie_width": _get(values, "gpu_pcie_link_width"),
         "pcie_width_max": _get(values, "gpu_pcie_link_width_max"),
-        "clock_events": [REASON_WORDS.get(name, name) for name in reasons],
+        # None (unknown) where no clock-event value was read (a lost GPU, an unsupported call): not "none"
+        "clock_events": [REASON_WORDS.get(name, name) for name in reasons] if _has_clock_events(values) else None,
         "throttled": [REASON_WORDS.get(name, name) for name in reasons if name in THROTTLES],
         "ecc_enabled": _get(values, "gpu_ecc_mode_enabled"),
         "ecc_uncorrected_volatile": _get(values, "gpu_ecc_errors_total{type=uncorrected,counter=volatile}"),

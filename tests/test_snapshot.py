@@ -137,3 +137,21 @@ def test_a_lost_gpu_is_marked(fakenvml_dir: Path, tmp_path: Path) -> None:
         child.send_signal(signal.SIGINT)
         child.communicate(timeout=20)
     assert card["state"] == "lost" and card["problems"] == ["lost: the GPU stopped answering"]
+
+
+def test_the_collect_interval_flag_sets_the_sampling_interval(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """-c / --collect-interval is the snapshot's sampling interval too (it was capped at 1 s: -c 3s
+    sampled every second), and ``--watch`` without a number prints at that interval."""
+    env = _env(fakenvml_dir, tmp_path)
+    for flag, expected in ((("-c", "3s"), 3.0), (("--collect-interval", "250ms"), 0.25), ((), 1.0)):
+        done = _run(env, tmp_path, "--json", *flag)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["interval_seconds"] == expected, flag
+    _procfs(tmp_path / "proc2")
+    command = [sys.executable, "-m", "gpu_exporter", "snapshot", "-c", "300ms", "--watch", "--json"]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        first = json.loads(child.stdout.readline())  # the event: one JSON view printed
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=20)
+    assert first["interval_seconds"] == 0.3

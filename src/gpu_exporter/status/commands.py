@@ -39,6 +39,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}; see --help\n")
 
 
+#: ``--watch`` without a number: print at every collect interval (-c). Not a string: argparse would
+#: pass a string constant through ``type=float``.
+EVERY_INTERVAL = object()
+
+
 def _snapshot_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gpu-exporter snapshot",
@@ -47,7 +52,10 @@ def _snapshot_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument("--json", action="store_true", help="print the status JSON (as /api/v1/status) instead")
-    parser.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS until Ctrl-C")
+    parser.add_argument(
+        "--watch", type=float, nargs="?", const=EVERY_INTERVAL, metavar="SECONDS",
+        help="print again every SECONDS (without a number: every --collect-interval / -c) until Ctrl-C",
+    )  # fmt: skip
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also NO_COLOR, or not a terminal)")
     return parser
 
@@ -55,7 +63,7 @@ def _snapshot_parser() -> argparse.ArgumentParser:
 def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
     """``gpu-exporter snapshot``: see the module docstring."""
     ours, rest = _snapshot_parser().parse_known_args(argv)
-    if ours.watch is not None and not 0.1 <= ours.watch <= 86400:
+    if isinstance(ours.watch, float) and not 0.1 <= ours.watch <= 86400:
         print(f"gpu-exporter snapshot: error: --watch {ours.watch:g}: give seconds from 0.1 to 86400", file=sys.stderr)
         return USAGE_ERROR
     try:
@@ -71,8 +79,9 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
         return NO_GPU
     holder: dict[str, Sampler] = {}
     attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
-    # one shot: cycles 1 s apart at most, so a GPU whose first read was late is in the next one
-    interval = ours.watch or min(settings.collect_interval, 1.0)
+    # Sampled at -c (--collect-interval, 1 s by default), as the daemon would: rates and GPM ratios are
+    # over that interval; --watch SECONDS prints (and samples) at its own period.
+    interval = ours.watch if isinstance(ours.watch, float) else settings.collect_interval
     holder["sampler"] = sampler = Sampler(
         backend, enabled_specs(settings.collectors), interval, reason, watch_events="xid" in settings.collectors,
         attributor=attributor, unsupported_retry=settings.unsupported_retry,

@@ -61,8 +61,9 @@ def create_app(
         backend, reason = backend_factory(settings)
         log.info("backend %s chosen (%s)", backend.name, reason)
         collectors = settings.collectors
-        if compat is not None:  # a field in the counters file turns on the collector it is read through
-            extra = needed_collectors(compat, backend.name) - collectors
+        if compat is not None:  # a field in the counters file turns on the collector it is read through,
+            # unless that collector was switched off (or on) explicitly
+            extra = needed_collectors(compat, backend.name) - collectors - settings.collectors_chosen
             if extra:
                 log.info("the counters file's fields turn on the %s collector(s)", ", ".join(sorted(extra)))
             collectors |= extra

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 import h11
 
-from gpu_exporter.auth import Credentials
+from gpu_exporter.auth import Credentials, Verdict
 from gpu_exporter.config import Settings
 from gpu_exporter.webconfig import WebConfig, WebConfigSource
 
@@ -37,6 +37,8 @@ class _Connection:
         self.writer = writer
         self.idle_since: float | None = now
         self.closed = False
+        self.served = False  # answered a request already: at the cap, such idle connections go first
+        self.refused = False  # its last request failed basic auth: at the cap it goes first, even busy
         self.task: asyncio.Task[None] | None = None
 
     def close(self) -> None:
@@ -91,7 +93,9 @@ class Exchange:
                 return
             connection.idle_since = None
             config = self.web.current()
-            await self._respond(http, writer, request, body, config, peer, scheme, server)
+            if await self._authorized(connection, http, writer, request, config, peer):
+                await self._respond(http, writer, request, body, config, peer, scheme, server)
+            connection.served = True
             if http.our_state is h11.MUST_CLOSE or http.their_state is h11.MUST_CLOSE:
                 return
             try:
@@ -151,6 +155,40 @@ class Exchange:
             elif isinstance(event, h11.ConnectionClosed | h11.PAUSED):
                 return None, b""
 
+    async def _authorized(
+        self,
+        connection: _Connection,
+        http: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        config: WebConfig,
+        peer: str,
+    ) -> bool:
+        """Basic auth when the web config has users; False once a 401 or 503 has been sent. While a
+        bcrypt check waits or runs the connection counts as idle, so the connection cap can close it."""
+        path = request.target.partition(b"?")[0].decode("latin-1")
+        if not config.users or (self.settings.probes_without_auth and path in PROBES):
+            return True
+        authorization = next((v for n, v in request.headers if n.lower() == b"authorization"), b"").decode("latin-1")
+        connection.idle_since = asyncio.get_running_loop().time()
+        try:
+            verdict, _ = await self.credentials.check(config.users, authorization, peer.rpartition(":")[0])
+        finally:
+            connection.idle_since = None
+        connection.refused = verdict is not Verdict.OK
+        if verdict is Verdict.OK:
+            return True
+        if verdict is Verdict.BUSY:
+            log.warning("basic auth busy for %s: it has a check waiting already, or too many wait; answered 503", peer)
+            await self._simple(writer, http, 503, b"authentication busy, try again\n", config,
+                               [(b"retry-after", b"1")])  # fmt: skip
+            return False
+        if authorization:
+            log.warning("basic auth failed from %s", peer)
+        await self._simple(writer, http, 401, b"unauthorized\n", config,
+                           [(b"www-authenticate", b'Basic realm="gpu-exporter"')])  # fmt: skip
+        return False
+
     async def _respond(
         self,
         http: h11.Connection,
@@ -166,14 +204,6 @@ class Exchange:
         path_bytes, _, query = target.partition(b"?")
         path = path_bytes.decode("latin-1")
         headers = [(name.lower(), value) for name, value in request.headers]
-        if config.users and not (self.settings.probes_without_auth and path in PROBES):
-            authorization = next((v for n, v in headers if n == b"authorization"), b"").decode("latin-1")
-            if await self.credentials.check(config.users, authorization) is None:
-                if authorization:
-                    log.warning("basic auth failed from %s", peer)
-                await self._simple(writer, http, 401, b"unauthorized\n", config,
-                                   [(b"www-authenticate", b'Basic realm="gpu-exporter"')])  # fmt: skip
-                return
         scope: Scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -247,7 +277,7 @@ class Exchange:
     ) -> None:
         headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(text)).encode()),
                    *(extra or []), *config.headers]  # fmt: skip
-        if status != 401:
+        if status not in (401, 503):  # a wrong password or a busy auth: the connection stays usable
             headers.append((b"connection", b"close"))
         try:
             data = http.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))

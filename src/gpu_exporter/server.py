@@ -51,6 +51,8 @@ SHUTDOWN_GRACE = 5.0
 ACCEPT_LOG_EVERY = 10.0
 #: File descriptors kept free for everything but HTTP connections (GPU library, logs, threads).
 FD_RESERVE = 64
+#: A new connection is not closed by the connection cap before it had this long to send its request.
+FRESH_GRACE = 0.5
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
@@ -208,7 +210,9 @@ class Server(Exchange):
             if len(self.connections) >= self.cap:
                 if not self._evict():
                     self.slot_freed.clear()
-                    await self.slot_freed.wait()
+                    with contextlib.suppress(TimeoutError):  # a fresh connection's grace may end meanwhile
+                        async with asyncio.timeout(FRESH_GRACE):
+                            await self.slot_freed.wait()
                 await asyncio.sleep(0)  # let the evicted connection's socket close before accepting
                 continue
             try:
@@ -238,12 +242,17 @@ class Server(Exchange):
             connection.task = asyncio.create_task(self._serve(connection, client, address))
 
     def _evict(self) -> bool:
-        """At the cap: close the connection idle the longest (no request in progress). False when
-        every connection is busy."""
-        idle = [c for c in self.connections if c.idle_since is not None and not c.closed]
+        """At the cap: close a connection whose last request failed basic auth (busy or not) first,
+        then the one idle the longest (no request in progress, or one waiting for a bcrypt check),
+        one that was answered already before one that has not sent its first
+        request, and never one accepted less than :data:`FRESH_GRACE` ago (so a storm of
+        reconnecting clients cannot shed a fresh scrape before it is read). False when none qualifies."""
+        fresh = asyncio.get_running_loop().time() - FRESH_GRACE
+        idle = [c for c in self.connections if not c.closed and (c.refused or (
+                c.idle_since is not None and (c.served or c.idle_since <= fresh)))]  # fmt: skip
         if not idle:
             return False
-        victim = min(idle, key=lambda c: c.idle_since or 0.0)
+        victim = min(idle, key=lambda c: (not c.refused, not c.served, c.idle_since or 0.0))
         log.warning("connection limit %d reached: closed the longest-idle connection", self.cap)
         victim.close()
         self.connections.discard(victim)

@@ -79,6 +79,9 @@ _HEADERS: dict[str, tuple[str, ...] | None] = {
     "Strict-Transport-Security": None,
 }
 _BCRYPT = re.compile(r"^\$2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}$")
+#: bcrypt costs accepted: below 4 bcrypt refuses; above 14 one check takes over a second of a core
+#: (cost 31: days), so a scrape would time out and the checks would queue up.
+MIN_COST, MAX_COST = 4, 14
 
 
 class WebConfigError(ValueError):
@@ -309,6 +312,13 @@ def load(path: str) -> WebConfig:
         if not _BCRYPT.match(text):
             raise reader.fail(
                 f"basic_auth_users.{quote(user, 40)[1:-1]}", "is not a bcrypt hash ($2y$10$ and 53 characters)"
+            )
+        cost = int(text.split("$")[2])
+        if not MIN_COST <= cost <= MAX_COST:
+            raise reader.fail(
+                f"basic_auth_users.{quote(user, 40)[1:-1]}",
+                f"has bcrypt cost {cost}, outside {MIN_COST}-{MAX_COST} (each cost step doubles a check's time: "
+                f"cost 14 is about a second of CPU); hash it again, e.g. htpasswd -nBC 10 {quote(user, 40)}",
             )
         users[user] = text.encode()
     return WebConfig(tls, sans, users, tuple(headers), tuple(reader.files), tuple(warnings))

@@ -45,6 +45,7 @@ from gpu_exporter.compat_fields import (
     fb_used_ratio,
     link_entities,
 )
+from gpu_exporter.compat_pods import first_wins
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -316,7 +317,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
                 events = frame.windows.get(device.identity.uuid, ())
                 samples += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
     family = Metric(counter.field, counter.help, counter.type)
-    family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
+    family.samples = [Sample(counter.field, first_wins(labels), value) for labels, value in samples]
     return family
 
 

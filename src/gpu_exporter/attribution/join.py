@@ -239,7 +239,7 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         )  # fmt: skip
     slices: Slices | None = None
     api_pods: PodNames | None = None
-    if settings.kubernetes:  # lightkube, httpx and the pod-resources protobufs load only here
+    if settings.kubernetes:  # httpx2 and the pod-resources protobufs load only here
         from gpu_exporter.attribution.kubeapi import api_sources
 
         slices, api_pods = api_sources(settings)

@@ -86,7 +86,7 @@ class Exchange:
             except h11.RemoteProtocolError as err:
                 log.warning("bad HTTP request from %s: %s", peer, str(err)[:80])
                 if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    status = err.error_status_hint if err.error_status_hint in (400, 413, 431) else 400
+                    status = err.error_status_hint if err.error_status_hint in (400, 413, 431, 505) else 400
                     await self._simple(writer, http, status, b"bad request\n", config)
                 return
             if request is None:
@@ -144,6 +144,11 @@ class Exchange:
                 continue
             if isinstance(event, h11.Request):
                 request = event
+                if event.http_version not in (b"1.0", b"1.1"):
+                    raise h11.RemoteProtocolError("HTTP version not supported", error_status_hint=505)
+                names = {name.lower() for name, _ in event.headers}
+                if b"transfer-encoding" in names and b"content-length" in names:  # RFC 9112 6.3: a smuggling shape
+                    raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", error_status_hint=400)
                 if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
                     raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
             elif isinstance(event, h11.Data):

@@ -28,7 +28,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
-WRITE_TIMEOUT = 30.0
+WRITE_TIMEOUT = 30.0  # seconds for a whole response
+WRITE_SLICE = 64 * 1024
 PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which NVIDIA's chart probes
 
 
@@ -225,6 +226,7 @@ class Exchange:
             "state": dict(self.state),
         }
         head = request.method == b"HEAD"
+        deadline = asyncio.get_running_loop().time() + WRITE_TIMEOUT
         sent: dict[str, Any] = {"started": False, "done": False, "body_given": False}
         closed = asyncio.Event()
 
@@ -242,18 +244,19 @@ class Exchange:
                 return
             if message["type"] != "http.response.body" or sent["done"]:
                 return
-            data = b""
+            parts: list[Any] = []  # the body as given (the snapshot's shared bytes), never joined into a copy
             if not sent["started"]:
                 sent["started"] = True
                 status = sent["status"]
-                data += http.send(h11.Response(status_code=status, headers=sent["headers"], reason=_reason(status)))
+                response = h11.Response(status_code=status, headers=sent["headers"], reason=_reason(status))
+                parts += http.send_with_data_passthrough(response) or []
             chunk = message.get("body", b"")
             if chunk and not head:
-                data += http.send(h11.Data(data=chunk))
+                parts += http.send_with_data_passthrough(h11.Data(data=chunk)) or []
             if not message.get("more_body", False):
                 sent["done"] = True
-                data += http.send(h11.EndOfMessage())
-            await _write(writer, data)
+                parts += http.send_with_data_passthrough(h11.EndOfMessage()) or []
+            await _write_shared(writer, parts, deadline)
 
         try:
             await self.app(scope, receive, send)
@@ -296,6 +299,18 @@ async def _write(writer: asyncio.StreamWriter, data: bytes | None) -> None:
     if data:
         writer.write(data)
         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+
+
+async def _write_shared(writer: asyncio.StreamWriter, parts: list[Any], deadline: float) -> None:
+    """Write ``parts`` a :data:`WRITE_SLICE` at a time, each slice once the last has drained, all by
+    ``deadline``: a client that does not read holds at most a slice and the transport's buffer,
+    never its own copy of the response (the body is the snapshot's bytes, shared by every client)."""
+    for part in parts:
+        view = memoryview(part)
+        for start in range(0, len(view), WRITE_SLICE):
+            writer.write(view[start : start + WRITE_SLICE])
+            async with asyncio.timeout_at(deadline):
+                await writer.drain()
 
 
 async def _looks_like_tls(client: socket.socket, loop: asyncio.AbstractEventLoop) -> bool:

@@ -23,6 +23,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -99,6 +100,8 @@ class KubeApi:
         self._watches: list[tuple[str, queue.Queue[dict[str, Any] | None]]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        #: A test's hostile answer: called with the request handler and the query; True when it answered.
+        self.hostile: Callable[[BaseHTTPRequestHandler, dict[str, str]], bool] | None = None
 
     def _objects(self, path: str) -> tuple[str, list[dict[str, Any]]] | None:
         if path == "/api/v1/pods":
@@ -227,6 +230,9 @@ class KubeApi:
 
             def do_GET(self) -> None:  # the name http.server calls
                 self.close_connection = True
+                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+                if api.hostile is not None and api.hostile(self, query):
+                    return
                 if api.watch(self, self.path):
                     return
                 status, body = api.answer(self.path, self.headers.get("Authorization", ""))

@@ -31,6 +31,7 @@ from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import is_ready, negotiate, pick
 from gpu_exporter.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
+from gpu_exporter.status.cache import StatusCache
 from gpu_exporter.status.history import History, Recorder
 from gpu_exporter.status.view import status
 
@@ -167,14 +168,28 @@ def create_app(
         age = max(0.0, time.monotonic() - snapshot.taken_at)
         return status(snapshot, hostname, age, history.of)
 
+    def build(kind: str) -> bytes:
+        """One kind of status output for the current snapshot (on a worker thread: see StatusCache)."""
+        if kind == "cards":
+            return page.cards_html(current()).encode()
+        if kind == "page":
+            return page.page(current(), settings.telemetry_path).encode()
+        return bytes(JSONResponse(current()).body)
+
+    built = StatusCache(build)
+
+    def key() -> tuple[int, int]:
+        snapshot = sampler().snapshot
+        return id(snapshot), int(max(0.0, time.monotonic() - snapshot.taken_at))
+
     async def landing(request: Request) -> Response:
         headers = {"Cache-Control": "no-store"}
-        if request.query_params.get("fragment") == "cards":
-            return HTMLResponse(page.cards_html(current()), headers=headers)
-        return HTMLResponse(page.page(current(), settings.telemetry_path), headers=headers)
+        kind = "cards" if request.query_params.get("fragment") == "cards" else "page"
+        return HTMLResponse(await built.get(kind, key()), headers=headers)
 
     async def api_status(_request: Request) -> Response:
-        return JSONResponse(current(), headers={"Cache-Control": "no-store"})
+        body = await built.get("json", key())
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     routes = [
         Route(settings.telemetry_path, metrics, methods=["GET"]),

@@ -45,7 +45,7 @@ from gpu_exporter.compat_fields import (
     fb_used_ratio,
     link_entities,
 )
-from gpu_exporter.compat_pods import attributed, hpc_jobs
+from gpu_exporter.compat_pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat_pods import pod_labels as _pods
 from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
@@ -311,7 +311,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
         for uid, found in _device_samples(item, compat, frame, device):
             samples += attributed(found, pods.get(uid, []), jobs.get(uid, ()))
     family = Metric(counter.field, counter.help, counter.type)
-    family.samples = [Sample(counter.field, dict(labels), value) for labels, value in samples]
+    family.samples = [Sample(counter.field, first_wins(labels), value) for labels, value in samples]
     return family
 
 

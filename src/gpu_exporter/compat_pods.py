@@ -22,15 +22,27 @@ Labels = list[tuple[str, str]]
 #: dcgm-exporter's pod label names with ``--use-old-namespace`` (1.x).
 _OLD_NAMES = ("pod_name", "pod_namespace", "container_name")
 
+#: Names a tenant's pod label never takes: what says which GPU a series is (dcgm-exporter's identity
+#: labels, in both namespaces), what else a compat series carries, and the target labels Prometheus
+#: attaches (``instance``, ``job``: with ``honor_labels`` a pod label would replace them). A series'
+#: own labels also win over any pod label of the same name when the series is built.
+RESERVED = frozenset({
+    "gpu", "UUID", "uuid", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "GPU_I_PROFILE",
+    "GPU_I_ID", "DCGM_FI_DRIVER_VERSION", "DCGM_FI_PROCESS_NAME", "DCGM_FI_DEV_SERIAL", "err_code", "err_msg",
+    "link_status", "peer_gpu", "nvlink", "nvswitch", "port", "pod", "namespace", "container", "uid", "hpc_job",
+    "pod_uid", "pod_name", "pod_namespace", "container_name", "instance", "job", "le", "quantile",
+})  # fmt: skip
+
 
 def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
     """dcgm-exporter's ``pod``, ``namespace`` and ``container`` labels (``--kubernetes``; with ``-o``
     ``pod_name``, ``pod_namespace``, ``container_name``) for each GPU or
     MIG instance allocated to exactly one pod container, then its ``pod_uid``
     (``--kubernetes-enable-pod-uid``) and its Kubernetes labels (``--kubernetes-enable-pod-labels``,
-    names made valid, those of ``--kubernetes-pod-label-allowlist-regex``) where the API server lists
-    the pod. A device several pods share (time-slicing) gets none: copying its values to every pod
-    would count them once per pod; the per-process series say who uses what."""
+    names made valid, those of ``--kubernetes-pod-label-allowlist-regex``, never one of
+    :data:`RESERVED`) where the API server lists the pod. A device several pods share
+    (time-slicing) gets none: copying its values to every pod would count them once per pod; the
+    per-process series say who uses what."""
     by_parent: dict[str, list[tuple[dict[str, str], dict[str, str]]]] = {}
     for entity in device.samples:
         if entity.kind == "pod":
@@ -46,7 +58,7 @@ def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
         if options.pod_uid and info.get("pod_uid"):
             found.append(("pod_uid", info["pod_uid"]))
         if options.pod_labels:
-            found += _kubernetes_labels(info, options.pod_label_allowlist, {name for name, _ in found})
+            found += _kubernetes_labels(info, options.pod_label_allowlist, {name for name, _ in found} | RESERVED)
         out[parent] = found
     return out
 
@@ -63,7 +75,7 @@ def _kubernetes_labels(info: dict[str, str], allowlist: str, taken: set[str]) ->
             continue
         clean = re.sub(r"[^a-zA-Z0-9_]", "_", name)
         clean = f"_{clean}" if clean[:1].isdigit() else clean
-        if clean and clean not in taken and not clean.startswith("__"):
+        if clean and clean not in taken and not clean.startswith(("__", "exported_")):
             taken.add(clean)
             found.append((clean, value))
     return found
@@ -92,4 +104,13 @@ def attributed(found: list[tuple[Labels, float]], pods: Labels, jobs: tuple[str,
         if not jobs:
             out.append((labels, value))
         out += [([*labels, ("hpc_job", job)], value) for job in jobs]
+    return out
+
+
+def first_wins(labels: Labels) -> dict[str, str]:
+    """A series' labels as a mapping where the first of two same-named labels stays: the exporter's
+    own labels come before a pod's, so a tenant's label can never replace one of them."""
+    out: dict[str, str] = {}
+    for name, value in labels:
+        out.setdefault(name, value)
     return out

@@ -9,6 +9,7 @@ message names the setting, the value and what is allowed.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +177,23 @@ def _choice_exact(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _kubelet_url(value: str) -> str:
+    """``https://HOST[:PORT][/PATH]`` (the kubelet's ``/pods``), or "" for not asked."""
+    if not value:
+        return ""
+    expected = "an https:// URL such as https://127.0.0.1:10250/pods, or empty (not asked)"
+    if not value.isprintable() or any(c.isspace() for c in value) or len(value) > 2048:
+        raise ValueError(expected)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{expected}; the port is from 1 to 65535") from None
+    if parts.scheme != "https" or not parts.hostname or port == 0 or parts.username or parts.fragment:
+        raise ValueError(expected)
+    return value
+
+
 def _optional_address(value: str) -> str:
     """HOST:PORT, also as dcgm-exporter's ``tcp://HOST:PORT`` (``-r``)."""
     value = value.removeprefix("tcp://")
@@ -302,7 +320,7 @@ OPTIONS: tuple[Option, ...] = (
            _timeout(1.0, 3600.0),
            "How often the kubelet is asked for pod allocations, 1s to 1h (default 10s); never per scrape.",
            "DURATION"),
-    Option("--kubernetes.kubelet-url", "kubelet_url", ("kubernetes", "kubelet-url"), str,
+    Option("--kubernetes.kubelet-url", "kubelet_url", ("kubernetes", "kubelet-url"), _kubelet_url,
            "The kubelet's /pods API, for the namespace, pod and container of a process's pod UID (default "
            "https://127.0.0.1:10250/pods; in a DaemonSet use the node's IP; empty: not asked).", "URL"),
     Option("--kubernetes.kubelet-ca-file", "kubelet_ca_file", ("kubernetes", "kubelet-ca-file"), str,

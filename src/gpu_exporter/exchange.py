@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 import h11
 
-from gpu_exporter.auth import Credentials
+from gpu_exporter.auth import Credentials, Verdict
 from gpu_exporter.config import Settings
 from gpu_exporter.webconfig import WebConfig, WebConfigSource
 
@@ -28,7 +28,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
-WRITE_TIMEOUT = 30.0
+WRITE_TIMEOUT = 30.0  # seconds for a whole response
+WRITE_SLICE = 64 * 1024
 PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which NVIDIA's chart probes
 
 
@@ -37,6 +38,8 @@ class _Connection:
         self.writer = writer
         self.idle_since: float | None = now
         self.closed = False
+        self.served = False  # answered a request already: at the cap, such idle connections go first
+        self.refused = False  # its last request failed basic auth: at the cap it goes first, even busy
         self.task: asyncio.Task[None] | None = None
 
     def close(self) -> None:
@@ -84,14 +87,16 @@ class Exchange:
             except h11.RemoteProtocolError as err:
                 log.warning("bad HTTP request from %s: %s", peer, str(err)[:80])
                 if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    status = err.error_status_hint if err.error_status_hint in (400, 413, 431) else 400
+                    status = err.error_status_hint if err.error_status_hint in (400, 413, 431, 505) else 400
                     await self._simple(writer, http, status, b"bad request\n", config)
                 return
             if request is None:
                 return
             connection.idle_since = None
             config = self.web.current()
-            await self._respond(http, writer, request, body, config, peer, scheme, server)
+            if await self._authorized(connection, http, writer, request, config, peer):
+                await self._respond(http, writer, request, body, config, peer, scheme, server)
+            connection.served = True
             if http.our_state is h11.MUST_CLOSE or http.their_state is h11.MUST_CLOSE:
                 return
             try:
@@ -140,6 +145,11 @@ class Exchange:
                 continue
             if isinstance(event, h11.Request):
                 request = event
+                if event.http_version not in (b"1.0", b"1.1"):
+                    raise h11.RemoteProtocolError("HTTP version not supported", error_status_hint=505)
+                names = {name.lower() for name, _ in event.headers}
+                if b"transfer-encoding" in names and b"content-length" in names:  # RFC 9112 6.3: a smuggling shape
+                    raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", error_status_hint=400)
                 if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
                     raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
             elif isinstance(event, h11.Data):
@@ -150,6 +160,40 @@ class Exchange:
                 return request, bytes(body)
             elif isinstance(event, h11.ConnectionClosed | h11.PAUSED):
                 return None, b""
+
+    async def _authorized(
+        self,
+        connection: _Connection,
+        http: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        config: WebConfig,
+        peer: str,
+    ) -> bool:
+        """Basic auth when the web config has users; False once a 401 or 503 has been sent. While a
+        bcrypt check waits or runs the connection counts as idle, so the connection cap can close it."""
+        path = request.target.partition(b"?")[0].decode("latin-1")
+        if not config.users or (self.settings.probes_without_auth and path in PROBES):
+            return True
+        authorization = next((v for n, v in request.headers if n.lower() == b"authorization"), b"").decode("latin-1")
+        connection.idle_since = asyncio.get_running_loop().time()
+        try:
+            verdict, _ = await self.credentials.check(config.users, authorization, peer.rpartition(":")[0])
+        finally:
+            connection.idle_since = None
+        connection.refused = verdict is not Verdict.OK
+        if verdict is Verdict.OK:
+            return True
+        if verdict is Verdict.BUSY:
+            log.warning("basic auth busy for %s: it has a check waiting already, or too many wait; answered 503", peer)
+            await self._simple(writer, http, 503, b"authentication busy, try again\n", config,
+                               [(b"retry-after", b"1")])  # fmt: skip
+            return False
+        if authorization:
+            log.warning("basic auth failed from %s", peer)
+        await self._simple(writer, http, 401, b"unauthorized\n", config,
+                           [(b"www-authenticate", b'Basic realm="gpu-exporter"')])  # fmt: skip
+        return False
 
     async def _respond(
         self,
@@ -166,14 +210,6 @@ class Exchange:
         path_bytes, _, query = target.partition(b"?")
         path = path_bytes.decode("latin-1")
         headers = [(name.lower(), value) for name, value in request.headers]
-        if config.users and not (self.settings.probes_without_auth and path in PROBES):
-            authorization = next((v for n, v in headers if n == b"authorization"), b"").decode("latin-1")
-            if await self.credentials.check(config.users, authorization) is None:
-                if authorization:
-                    log.warning("basic auth failed from %s", peer)
-                await self._simple(writer, http, 401, b"unauthorized\n", config,
-                                   [(b"www-authenticate", b'Basic realm="gpu-exporter"')])  # fmt: skip
-                return
         scope: Scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -190,6 +226,7 @@ class Exchange:
             "state": dict(self.state),
         }
         head = request.method == b"HEAD"
+        deadline = asyncio.get_running_loop().time() + WRITE_TIMEOUT
         sent: dict[str, Any] = {"started": False, "done": False, "body_given": False}
         closed = asyncio.Event()
 
@@ -207,18 +244,19 @@ class Exchange:
                 return
             if message["type"] != "http.response.body" or sent["done"]:
                 return
-            data = b""
+            parts: list[Any] = []  # the body as given (the snapshot's shared bytes), never joined into a copy
             if not sent["started"]:
                 sent["started"] = True
                 status = sent["status"]
-                data += http.send(h11.Response(status_code=status, headers=sent["headers"], reason=_reason(status)))
+                response = h11.Response(status_code=status, headers=sent["headers"], reason=_reason(status))
+                parts += http.send_with_data_passthrough(response) or []
             chunk = message.get("body", b"")
             if chunk and not head:
-                data += http.send(h11.Data(data=chunk))
+                parts += http.send_with_data_passthrough(h11.Data(data=chunk)) or []
             if not message.get("more_body", False):
                 sent["done"] = True
-                data += http.send(h11.EndOfMessage())
-            await _write(writer, data)
+                parts += http.send_with_data_passthrough(h11.EndOfMessage()) or []
+            await _write_shared(writer, parts, deadline)
 
         try:
             await self.app(scope, receive, send)
@@ -247,7 +285,7 @@ class Exchange:
     ) -> None:
         headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(text)).encode()),
                    *(extra or []), *config.headers]  # fmt: skip
-        if status != 401:
+        if status not in (401, 503):  # a wrong password or a busy auth: the connection stays usable
             headers.append((b"connection", b"close"))
         try:
             data = http.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
@@ -261,6 +299,18 @@ async def _write(writer: asyncio.StreamWriter, data: bytes | None) -> None:
     if data:
         writer.write(data)
         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+
+
+async def _write_shared(writer: asyncio.StreamWriter, parts: list[Any], deadline: float) -> None:
+    """Write ``parts`` a :data:`WRITE_SLICE` at a time, each slice once the last has drained, all by
+    ``deadline``: a client that does not read holds at most a slice and the transport's buffer,
+    never its own copy of the response (the body is the snapshot's bytes, shared by every client)."""
+    for part in parts:
+        view = memoryview(part)
+        for start in range(0, len(view), WRITE_SLICE):
+            writer.write(view[start : start + WRITE_SLICE])
+            async with asyncio.timeout_at(deadline):
+                await writer.drain()
 
 
 async def _looks_like_tls(client: socket.socket, loop: asyncio.AbstractEventLoop) -> bool:

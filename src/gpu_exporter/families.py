@@ -68,18 +68,34 @@ def entity_families(specs: Sequence[MetricSpec], groups: Sequence[Samples], info
 
 
 #: Label dicts by (entity, variant labels), shared by every snapshot's samples (never mutated: the
-#: encoder only reads them); bounded so entity churn cannot grow it forever.
+#: encoder only reads them), in two generations: a render finds a label dict in the young one, or
+#: moves it there from the old one; every :data:`_ROTATE_EVERY` renders the young becomes the old and
+#: the old is dropped. So it holds what the last few renders used, not every entity process churn
+#: ever made (a fixed 100,000-entry cap kept the entities themselves alive: ~100 MB under churn).
 _LABELS: dict[tuple[Entity, tuple[tuple[str, str], ...]], dict[str, str]] = {}
-_LABELS_MAX = 100_000
+_OLD_LABELS: dict[tuple[Entity, tuple[tuple[str, str], ...]], dict[str, str]] = {}
+_ROTATE_EVERY = 4
+_renders = [0]
+
+
+def _rotate() -> None:
+    """Start a new generation every :data:`_ROTATE_EVERY` renders (called as a render starts)."""
+    _renders[0] += 1
+    if _renders[0] % _ROTATE_EVERY == 0:
+        _OLD_LABELS.clear()
+        _OLD_LABELS.update(_LABELS)
+        _LABELS.clear()
 
 
 def _labels(entity: Entity, variant: tuple[tuple[str, str], ...]) -> dict[str, str]:
     """``entity``'s labels then ``variant``'s, as one dict (a sample's labels)."""
-    labels = _LABELS.get((entity, variant))
+    key = (entity, variant)
+    labels = _LABELS.get(key)
     if labels is None:
-        if len(_LABELS) >= _LABELS_MAX:
-            _LABELS.clear()
-        labels = _LABELS[(entity, variant)] = dict(entity.labels + variant)
+        labels = _OLD_LABELS.get(key)
+        if labels is None:
+            labels = dict(entity.labels + variant)
+        _LABELS[key] = labels
     return labels
 
 
@@ -91,6 +107,7 @@ def device_families(
 ) -> list[Metric]:
     """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per GPU-rooted row, and the event
     counters when ``events`` is given (Xid collector enabled)."""
+    _rotate()
     info, up, mig_info = _fixed("gpu_info"), _fixed("gpu_up"), _fixed("gpu_mig_info")
     rows = [spec for spec in specs if spec.root == "gpu"]
     for device in devices:

@@ -25,6 +25,8 @@ import signal
 import socket
 import ssl
 import sys
+import traceback
+from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,12 @@ SHUTDOWN_GRACE = 5.0
 ACCEPT_LOG_EVERY = 10.0
 #: File descriptors kept free for everything but HTTP connections (GPU library, logs, threads).
 FD_RESERVE = 64
+#: Bytes a TLS connection reads at a time. asyncio allocates this buffer for every TLS connection as
+#: it is accepted (256 KiB by default: 512 connections mid-handshake would hold 128 MiB); requests
+#: here are at most 16 KiB of headers and 64 KiB of body, a TLS record at most 16 KiB.
+TLS_READ_BUFFER = 32 * 1024
+#: A new connection is not closed by the connection cap before it had this long to send its request.
+FRESH_GRACE = 0.5
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
@@ -129,6 +137,7 @@ class Server(Exchange):
             (signal.SIGUSR2, self._ignore),
         ):
             loop.add_signal_handler(signum, handler, signum)  # before startup: a signal during it is handled
+        sslproto.SSLProtocol.max_size = TLS_READ_BUFFER  # see TLS_READ_BUFFER; only this server uses asyncio TLS
         lifespan = Lifespan(self.app, self.state)
         failure = await lifespan.startup()
         if failure is not None:
@@ -208,7 +217,9 @@ class Server(Exchange):
             if len(self.connections) >= self.cap:
                 if not self._evict():
                     self.slot_freed.clear()
-                    await self.slot_freed.wait()
+                    with contextlib.suppress(TimeoutError):  # a fresh connection's grace may end meanwhile
+                        async with asyncio.timeout(FRESH_GRACE):
+                            await self.slot_freed.wait()
                 await asyncio.sleep(0)  # let the evicted connection's socket close before accepting
                 continue
             try:
@@ -238,12 +249,17 @@ class Server(Exchange):
             connection.task = asyncio.create_task(self._serve(connection, client, address))
 
     def _evict(self) -> bool:
-        """At the cap: close the connection idle the longest (no request in progress). False when
-        every connection is busy."""
-        idle = [c for c in self.connections if c.idle_since is not None and not c.closed]
+        """At the cap: close a connection whose last request failed basic auth (busy or not) first,
+        then the one idle the longest (no request in progress, or one waiting for a bcrypt check),
+        one that was answered already before one that has not sent its first
+        request, and never one accepted less than :data:`FRESH_GRACE` ago (so a storm of
+        reconnecting clients cannot shed a fresh scrape before it is read). False when none qualifies."""
+        fresh = asyncio.get_running_loop().time() - FRESH_GRACE
+        idle = [c for c in self.connections if not c.closed and (c.refused or (
+                c.idle_since is not None and (c.served or c.idle_since <= fresh)))]  # fmt: skip
         if not idle:
             return False
-        victim = min(idle, key=lambda c: c.idle_since or 0.0)
+        victim = min(idle, key=lambda c: (not c.refused, not c.served, c.idle_since or 0.0))
         log.warning("connection limit %d reached: closed the longest-idle connection", self.cap)
         victim.close()
         self.connections.discard(victim)
@@ -275,14 +291,17 @@ class Server(Exchange):
                 log.warning("client certificate from %s has no allowed SAN: connection closed", peer)
                 return
             await self._requests(connection, reader, writer, config, peer, deadline)
-        except TimeoutError:
+        except TimeoutError as err:
             log.warning("connection from %s closed: no complete request in time", peer)
+            _forget(err)
         except ssl.SSLError as err:
             log.warning("TLS handshake with %s failed: %s", peer, err.reason or err.strerror)
-        except (ConnectionError, OSError, asyncio.IncompleteReadError):
-            pass
-        except Exception:  # one connection's bug must not end the server; logged with its traceback
+            _forget(err)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError) as err:
+            _forget(err)
+        except Exception as err:  # one connection's bug must not end the server; logged with its traceback
             log.exception("connection from %s failed", peer)
+            _forget(err)
         finally:
             if connection.writer is not None:
                 connection.writer.transport.abort()
@@ -290,3 +309,18 @@ class Server(Exchange):
                 client.close()
             self.connections.discard(connection)
             self.slot_freed.set()
+
+
+def _forget(err: BaseException) -> None:
+    """Drop what a connection's exception keeps alive. asyncio sets a failed TLS handshake's
+    exception on a future that the exception's own traceback refers to (through the frame that
+    awaited it): a reference cycle holding the connection's SSL protocol and its 256 KiB buffer
+    until a full garbage collection, which a busy process rarely runs (300 aborted handshakes kept
+    ~85 MB). Clearing the frames of the exception and of those it was raised from breaks the cycle."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__

@@ -79,6 +79,9 @@ _HEADERS: dict[str, tuple[str, ...] | None] = {
     "Strict-Transport-Security": None,
 }
 _BCRYPT = re.compile(r"^\$2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}$")
+#: bcrypt costs accepted: below 4 bcrypt refuses; above 14 one check takes over a second of a core
+#: (cost 31: days), so a scrape would time out and the checks would queue up.
+MIN_COST, MAX_COST = 4, 14
 
 
 class WebConfigError(ValueError):
@@ -168,6 +171,15 @@ def _pem_file(text: str) -> Iterator[str]:
         os.unlink(handle.name)
 
 
+class _Encrypted(Exception):
+    """The private key asks for a passphrase."""
+
+
+def _no_passphrase() -> str:
+    """OpenSSL's passphrase callback: never prompt on a terminal (a daemon has none to answer)."""
+    raise _Encrypted
+
+
 def _tls(reader: _Reader, section: dict[str, Any], warnings: list[str]) -> tuple[ssl.SSLContext | None, frozenset[str]]:
     key = "tls_server_config"
     cert_file = reader.file_name(f"{key}.cert_file", section.get("cert_file"))
@@ -237,9 +249,16 @@ def _tls(reader: _Reader, section: dict[str, Any], warnings: list[str]) -> tuple
         with contextlib.ExitStack() as stack:
             certfile = cert_file or stack.enter_context(_pem_file(cert))
             keyfile = key_file or stack.enter_context(_pem_file(private))
-            context.load_cert_chain(certfile, keyfile)
-    except ssl.SSLError as err:
-        raise reader.fail(f"{key}.cert_file", f"and key_file cannot be used: {err.reason or err.strerror}") from None
+            context.load_cert_chain(certfile, keyfile, password=_no_passphrase)
+    except _Encrypted:
+        raise reader.fail(
+            f"{key}.key_file",
+            "is encrypted (it has a passphrase, which gpu-exporter cannot be given); "
+            "write it without one: openssl pkey -in KEY -out KEY.plain",
+        ) from None
+    except (ssl.SSLError, OSError) as err:
+        why = getattr(err, "reason", None) or err.strerror or str(err)
+        raise reader.fail(f"{key}.cert_file", f"and key_file cannot be used: {why}") from None
     if has_ca:
         try:
             context.load_verify_locations(cadata=client_ca or read_text(ca_file))
@@ -295,6 +314,13 @@ def load(path: str) -> WebConfig:
             raise reader.fail(
                 f"basic_auth_users.{quote(user, 40)[1:-1]}", "is not a bcrypt hash ($2y$10$ and 53 characters)"
             )
+        cost = int(text.split("$")[2])
+        if not MIN_COST <= cost <= MAX_COST:
+            raise reader.fail(
+                f"basic_auth_users.{quote(user, 40)[1:-1]}",
+                f"has bcrypt cost {cost}, outside {MIN_COST}-{MAX_COST} (each cost step doubles a check's time: "
+                f"cost 14 is about a second of CPU); hash it again, e.g. htpasswd -nBC 10 {quote(user, 40)}",
+            )
         users[user] = text.encode()
     return WebConfig(tls, sans, users, tuple(headers), tuple(reader.files), tuple(warnings))
 
@@ -310,10 +336,27 @@ def _signature(files: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...
     return tuple(result)
 
 
-class WebConfigSource:
-    """The current web config, re-read (at most once a second) when the file or one it names changes.
+def _strength(config: WebConfig) -> tuple[bool, int, bool, bool]:
+    """What a config demands of a client: TLS, client certificate mode, allowed SANs, basic auth."""
+    mode = int(config.tls.verify_mode) if config.tls is not None else 0
+    return config.tls is not None, mode, bool(config.allowed_sans), bool(config.users)
 
-    A change that does not load keeps the previous config in force and logs why.
+
+def weakened(old: WebConfig, new: WebConfig) -> list[str]:
+    """The protections ``new`` drops that ``old`` had (TLS, client certificates, SANs, basic auth)."""
+    names = ("TLS", "client certificate verification", "client_allowed_sans", "basic auth")
+    return [name for name, was, now in zip(names, _strength(old), _strength(new), strict=True) if now < was]
+
+
+class WebConfigSource:
+    """The current web config, re-read when the file or one it names changes.
+
+    A file rewritten in place passes through cut-short states (empty, or cut before
+    ``basic_auth_users``) that are valid YAML. So a change is loaded only once the files have held
+    still for one whole check (at least :attr:`CHECK_EVERY` seconds) and did not change while they
+    were read; and a change noticed on its own is never applied when it drops a protection the
+    running config has (TLS, client certificate verification, SANs, basic auth): that needs SIGHUP
+    or a restart. Any error keeps the previous config in force, logs one line and keeps watching.
     """
 
     CHECK_EVERY = 1.0
@@ -322,6 +365,7 @@ class WebConfigSource:
         self.path = path
         self.config = load(path) if path else WebConfig()
         self._signature = _signature(self.config.files)
+        self._pending: tuple[tuple[int, int, int] | None, ...] | None = None
         self._checked = time.monotonic()
         for warning in self.config.warnings:
             log.warning("%s", warning)
@@ -331,17 +375,36 @@ class WebConfigSource:
         now = time.monotonic()
         if self.path and now - self._checked >= self.CHECK_EVERY:
             self._checked = now
-            if _signature(self.config.files) != self._signature:
-                self.reload()
+            signature = _signature(self.config.files)
+            if signature == self._signature:
+                self._pending = None
+            elif signature != self._pending:
+                self._pending = signature  # changed since the last look: wait until it holds still
+            else:
+                self._pending = None
+                self.reload(automatic=True)
         return self.config
 
-    def reload(self, path: str | None = None) -> bool:
-        """Load the file again (or a new ``path``); True when the new config is in force."""
+    def reload(self, path: str | None = None, automatic: bool = False) -> bool:
+        """Load the file again (or a new ``path``); True when the new config is in force.
+        ``automatic``: noticed by the file check, not asked for by SIGHUP."""
         path = self.path if path is None else path
+        before = _signature(self.config.files) if path == self.path else None
         try:
             config = load(path) if path else WebConfig()
-        except WebConfigError as err:
-            log.error("web config not reloaded, the previous one stays in force: %s", err)
+            if before is not None and _signature(self.config.files) != before:
+                raise WebConfigError(
+                    f"{FLAG}={quote(path)} changed while it was read; it is read again once it holds still"
+                )
+            dropped = weakened(self.config, config) if automatic else []
+            if dropped:
+                raise WebConfigError(
+                    f"{FLAG}={quote(path)} as changed turns off {', '.join(dropped)} (a file cut short while it is "
+                    "rewritten looks the same); send SIGHUP or restart to apply it, or write the file whole "
+                    "(write a new file and rename it over the old one)"
+                )
+        except Exception as err:  # noqa: BLE001 # any failure keeps the running config: one line, no traceback
+            log.error("web config not reloaded, the previous one stays in force: %s", _one_line(err))
             self._signature = _signature(self.config.files)
             return False
         self.path, self.config = path, config
@@ -351,3 +414,8 @@ class WebConfigSource:
         for warning in config.warnings:
             log.warning("%s", warning)
         return True
+
+
+def _one_line(err: Exception) -> str:
+    text = str(err) if isinstance(err, WebConfigError) else f"{type(err).__name__}: {err}"
+    return " ".join(text.split())[:500]

@@ -10,6 +10,7 @@ the GPU the kubelet says it was allocated."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -19,7 +20,7 @@ from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
-from gpu_exporter.attribution.procfs import FactsSource, ProcessNames
+from gpu_exporter.attribution.procfs import FactsSource, ProcessFacts, ProcessNames
 from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
@@ -27,6 +28,8 @@ from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
 from gpu_exporter.pipeline.processes import fold
 from gpu_exporter.snapshot import DeviceView, SourceStatus
+
+log = logging.getLogger(__name__)
 
 
 class PodAllocation(Protocol):
@@ -138,7 +141,11 @@ class Attributor:
         for entity, values in reading.raw.items():
             pid = dict(entity.labels).get("pid", "")
             if entity.kind == "process" and pid.isdigit():
-                facts = self._names.facts(int(pid))
+                try:
+                    facts = self._names.facts(int(pid))
+                except Exception as exc:  # noqa: BLE001 # one process's odd /proc entry costs it its names, no more
+                    log.debug("process %s: /proc not understood (%s): left unnamed", pid, exc)
+                    facts = ProcessFacts()
                 work = facts.workload
                 workload = (*self._pod_labels(work), ("pod_uid", work.pod_uid), ("slurm_job", work.slurm_job))
                 entity = model.named(entity, facts.name, facts.user, workload)
@@ -240,7 +247,7 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         )  # fmt: skip
     slices: Slices | None = None
     api_pods: PodNames | None = None
-    if settings.kubernetes:  # lightkube, httpx and the pod-resources protobufs load only here
+    if settings.kubernetes:  # httpx2 and the pod-resources protobufs load only here
         from gpu_exporter.attribution.kubeapi import api_sources
 
         slices, api_pods = api_sources(settings)

@@ -4,10 +4,11 @@ listed and then watched from the list's ``resourceVersion`` by a daemon thread o
 (:mod:`.kubewatch`: a change is attributed within a second; every end of a watch, and at the latest
 the list cadence, leads to a fresh list), never per scrape.
 
-The client is lightkube (PyPI ``lightkube``): a small typed client on httpx that lists with field
-selectors and pages (``limit``/``continue``), verifies the server against a CA file and reads the
-bearer token from a file, reading it again when the server answers 401 — how a rotated projected
-service-account token is picked up, as client-go does. Requests:
+The client is ``httpx2`` (the HTTP library lightkube uses) with the list and watch requests written
+here (:mod:`.kubewatch`), so that every byte is bounded before it is buffered: lists with field
+selectors and pages (``limit``/``continue``), each page read raw and decompressed within a byte
+bound; the server verified against a CA file; the bearer token read from its file for every
+request, so a rotated projected service-account token is picked up. Requests:
 
 - ``GET /apis/resource.k8s.io/{v1,v1beta2,v1beta1}/resourceslices?fieldSelector=spec.nodeName=NODE``
   (the first version the server serves is remembered; parsed by :mod:`.resourceslices`);
@@ -15,10 +16,11 @@ service-account token is picked up, as client-go does. Requests:
   :func:`.kubeletpods.pods_of`).
 
 RBAC: ``get``, ``list`` and ``watch`` on ``resourceslices`` (group ``resource.k8s.io``) and ``pods``
-(core group); nothing else. Each request is bounded by ``timeout_seconds`` and each answer by
-:data:`MAX_OBJECTS`. A failure (by kind, :data:`FAILURE_KINDS`) is counted, keeps the last good
-answer for ``max_age_seconds`` and is logged once per change of state (:mod:`.refresh`); without
-access the kubelet's device-plugin attribution goes on, and DRA allocations stay unattributed.
+(core group); nothing else. Each request is bounded by ``timeout_seconds``, each page by
+:data:`~.kubewatch.MAX_PAGE_BYTES` and each answer by :data:`MAX_OBJECTS`. A failure (by kind,
+:data:`FAILURE_KINDS`) is counted, keeps the last good answer for ``max_age_seconds`` and is
+logged once per change of state (:mod:`.refresh`); without access the kubelet's device-plugin
+attribution goes on, and DRA allocations stay unattributed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.attribution.kubeletpods import PodName, pods_of
-from gpu_exporter.attribution.kubewatch import Watched, WatchStream, connect_failure, status_kind
+from gpu_exporter.attribution.kubewatch import Watched, WatchStream
 from gpu_exporter.attribution.podresources import DRA_DRIVERS
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.attribution.resourceslices import EMPTY, Devices
@@ -52,87 +54,50 @@ FAILURE_KINDS = (
     "error",
 )  # fmt: skip
 _NO_PODS: Mapping[str, PodName] = {}
-#: lightkube's generic resource classes, made once per process: lightkube registers each kind once,
-#: so a second client (another source, a test) must reuse them.
-_RESOURCES: dict[tuple[str, str, str], Any] = {}
 
 
 class ApiClient:
-    """A lightkube client for one API server (``url``), made at its first use."""
+    """One API server (``url``): its address, token file, CA file and request timeout."""
 
     def __init__(self, url: str, token_file: str, ca_file: str, timeout_seconds: float) -> None:
         self.url = url
         self._token_file = token_file
         self._ca_file = ca_file
         self.timeout_seconds = timeout_seconds
-        self._client: Any = None
-
-    def _made(self) -> Any:
-        if self._client is None:
-            import httpx2
-            from lightkube import Client, KubeConfig
-
-            logging.getLogger("httpx2").setLevel(logging.WARNING)  # not a line per request
-            from lightkube.config.models import Cluster, User
-
-            try:
-                with open(self._token_file, "rb"):
-                    pass
-            except OSError as exc:
-                raise Failure("token", f"cannot read the token file {self._token_file}: {exc.strerror}") from None
-            config = KubeConfig.from_one(
-                cluster=Cluster(server=self.url, certificate_auth=self._ca_file),
-                user=User(token_file=self._token_file),
-            )
-            try:
-                self._client = Client(config, timeout=httpx2.Timeout(self.timeout_seconds), trust_env=False)
-            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-                raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
-        return self._client
 
     def stream(self) -> WatchStream:
-        """A watch client of this server's own (one per source: each ends its own watch)."""
+        """A client of this server's own (one per source: each lists and ends its own watch)."""
         return WatchStream(self.url, self._token_file, self._ca_file, self.timeout_seconds)
 
-    def list(self, group: str, version: str, kind: str, plural: str, node: str) -> tuple[list[Any], str]:
-        """Every object of ``kind`` on ``node`` (as JSON objects) and the list's ``resourceVersion``;
-        raises :class:`Failure`."""
-        import httpx2
-        from lightkube import ALL_NS, ApiError, ConfigError, NotReadyError
-        from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-
-        client = self._made()
-        namespaced = kind == "Pod"
-        resource = _RESOURCES.get((group, version, kind))
-        if resource is None:
-            make = create_namespaced_resource if namespaced else create_global_resource
-            resource = _RESOURCES[(group, version, kind)] = make(group, version, kind, plural)
-        extra = {"namespace": ALL_NS} if namespaced else {}
-        try:
-            found = []
-            listed = client.list(resource, chunk_size=PAGE, fields={"spec.nodeName": node}, **extra)
-            for item in listed:
-                found.append(item.to_dict() if hasattr(item, "to_dict") else dict(item))
-                if len(found) > MAX_OBJECTS:
-                    raise Failure("too_large", f"more than {MAX_OBJECTS} {plural}")
-            try:
-                version = str(listed.resourceVersion)  # lightkube: known once the first page is read
-            except NotReadyError:
-                version = ""  # no version: listed, but not watched
-            return found, version
-        except ApiError as exc:
-            code = exc.status.code or 0
-            raise Failure(status_kind(code), f"HTTP {code} {str(exc.status.reason or '')[:100]}") from None
-        except ConfigError as exc:
-            raise Failure("token", str(exc)[:200]) from None
-        except httpx2.TimeoutException:
-            raise Failure("timeout", f"no answer in {self.timeout_seconds:g} s") from None
-        except httpx2.ConnectError as exc:
-            raise connect_failure(exc) from None
-        except httpx2.HTTPError as exc:
-            raise Failure("unavailable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise Failure("malformed", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    def list(
+        self, stream: WatchStream, group: str, version: str, kind: str, plural: str, node: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of ``kind`` on ``node`` (as JSON objects), in pages of :data:`PAGE`, and the
+        list's ``resourceVersion``; raises :class:`Failure`. Each page is bounded in bytes as it is
+        read (:data:`~.kubewatch.MAX_PAGE_BYTES`, decompressed), the whole list by :data:`MAX_OBJECTS`."""
+        path = f"/apis/{group}/{version}/{plural}" if group else f"/api/{version}/{plural}"
+        found: list[dict[str, Any]] = []
+        listed, more = "", ""
+        while True:
+            params = {"fieldSelector": f"spec.nodeName={node}", "limit": str(PAGE)}
+            if more:
+                params["continue"] = more
+            page = stream.get(path, params)
+            items, metadata = page.get("items"), page.get("metadata")
+            if not isinstance(metadata, dict) or not isinstance(items, list | None) or page.get("kind") not in (
+                None, f"{kind}List"
+            ):  # fmt: skip
+                raise Failure("malformed", f"the answer is not a {kind}List")
+            for item in items or ():
+                if not isinstance(item, dict):
+                    raise Failure("malformed", f"an item of the {kind}List is not an object")
+                found.append(item)
+            if len(found) > MAX_OBJECTS:
+                raise Failure("too_large", f"more than {MAX_OBJECTS} {plural}")
+            listed = listed or str(metadata.get("resourceVersion") or "")
+            more = str(metadata.get("continue") or "")
+            if not more:
+                return found, listed
 
 
 @dataclass(frozen=True)
@@ -183,7 +148,7 @@ class ResourceSlices(Watched[ResourceSlicesState, Devices]):
         for version in order:
             try:
                 items, listed = self._api.list(
-                    "resource.k8s.io", version, "ResourceSlice", "resourceslices", self._node
+                    self._stream, "resource.k8s.io", version, "ResourceSlice", "resourceslices", self._node
                 )
             except Failure as failure:
                 if failure.kind == "not_found" and version != order[-1]:
@@ -235,7 +200,7 @@ class NodePods(Watched[NodePodsState, Mapping[str, PodName]]):
         )
 
     def _ask(self) -> Mapping[str, PodName]:
-        items, listed = self._api.list("", "v1", "Pod", "pods", self._node)
+        items, listed = self._api.list(self._stream, "", "v1", "Pod", "pods", self._node)
         answer = pods_of(items)
         self._listed(items, listed)
         return answer

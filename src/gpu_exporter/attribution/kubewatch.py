@@ -14,7 +14,9 @@ version is too old), a dropped stream, nothing read for ``timeoutSeconds`` plus 
 timeout, or a line that is not an event. The client is a plain ``httpx2`` stream (the HTTP library
 lightkube itself uses; lightkube's own watch neither asks for bookmarks nor says when a stream
 ends): the CA file verifies the server, the token file is read again for every watch (a rotated
-token is picked up), and each event is bounded by :data:`MAX_LINE` bytes.
+token is picked up), each event is bounded by :data:`MAX_LINE` bytes as it is read (decompressed:
+:mod:`.bounded`), and a watch ends after ``timeoutSeconds`` plus the request timeout even when the
+server goes on sending.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from gpu_exporter.attribution.bounded import body, decoded, lines
 from gpu_exporter.attribution.refresh import Failure, Refresher, SourceState
 
 S = TypeVar("S", bound=SourceState)
 A = TypeVar("A")
 
 MAX_LINE = 4 * 1024 * 1024  # bytes: one event (a ResourceSlice of 128 devices is ~100 KiB)
+PUBLISH_EVERY = 0.5  # seconds: the least time between two publications of watched changes
+MAX_PAGE_BYTES = 16 * 1024 * 1024  # bytes: one list page, decompressed (500 pods with managedFields: ~10 MiB)
 
 
 class Gone(Exception):
@@ -71,9 +76,37 @@ class WatchStream:
         except (OSError, UnicodeDecodeError) as exc:
             raise Failure("token", f"cannot read the token file {self._token_file}: {exc}") from None
 
+    def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        """One JSON object from ``path`` (a list page), read within :data:`MAX_PAGE_BYTES`
+        decompressed and :attr:`_timeout` seconds in all; raises :class:`Failure`."""
+        import httpx2
+
+        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        deadline = time.monotonic() + self._timeout
+        try:
+            with self._made().stream("GET", path, params=params, headers=headers,
+                                     timeout=httpx2.Timeout(self._timeout)) as response:  # fmt: skip
+                if response.status_code != 200:
+                    _refused(response.status_code, body(decoded(response), 65536, "an error answer"))
+                data = body(_until(decoded(response), deadline, self._timeout), MAX_PAGE_BYTES, "a list page")
+        except httpx2.TimeoutException:
+            raise Failure("timeout", f"no answer in {self._timeout:g} s") from None
+        except httpx2.ConnectError as exc:
+            raise connect_failure(exc) from None
+        except httpx2.HTTPError as exc:
+            raise Failure("unavailable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        try:
+            page = json.loads(data)
+        except ValueError as exc:
+            raise Failure("malformed", f"a list page is not JSON: {exc}") from None
+        if not isinstance(page, dict):
+            raise Failure("malformed", "a list page is not a JSON object")
+        return page
+
     def events(self, path: str, node: str, version: str, seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
         """(type, object) of each event on ``node`` after ``version`` until the server ends the watch
-        (at most ``seconds`` s); raises :class:`Gone` or :class:`Failure`."""
+        (at most ``seconds`` s, and the request timeout: a server that ignores ``timeoutSeconds`` is
+        left then); raises :class:`Gone` or :class:`Failure`."""
         import httpx2
 
         params = {
@@ -83,6 +116,7 @@ class WatchStream:
         timeout = httpx2.Timeout(self._timeout, read=seconds + self._timeout)
         headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
         client = self._made()
+        deadline = time.monotonic() + seconds + self._timeout
         try:
             with client.stream("GET", path, params=params, headers=headers, timeout=timeout) as response:
                 with self._lock:
@@ -90,11 +124,9 @@ class WatchStream:
                         return
                     self._response = response
                 if response.status_code != 200:
-                    response.read()
-                    _refused(response.status_code, response.content)
-                for line in response.iter_lines():
-                    if len(line) > MAX_LINE:
-                        raise Failure("too_large", f"a watch event of more than {MAX_LINE} bytes")
+                    _refused(response.status_code, body(decoded(response), 65536, "an error answer"))
+                pieces = _until(decoded(response), deadline, None)
+                for line in lines(pieces, MAX_LINE, "a watch event"):
                     if line.strip():
                         yield _event(line)
         except httpx2.TimeoutException:
@@ -123,6 +155,16 @@ class WatchStream:
                     self._response.close()
 
 
+def _until(pieces: Iterator[bytes], deadline: float, timeout: float | None) -> Iterator[bytes]:
+    """``pieces`` until ``deadline`` (monotonic): then a list fails (``timeout``), a watch just ends."""
+    for piece in pieces:
+        yield piece
+        if time.monotonic() > deadline:
+            if timeout is not None:
+                raise Failure("timeout", f"no whole answer in {timeout:g} s")
+            return
+
+
 def status_kind(code: int) -> str:
     """The failure kind of an API server's HTTP status (401/403: no RBAC grant; 404: no such API)."""
     return {401: "unauthorized", 403: "unauthorized", 404: "not_found"}.get(code, "http")
@@ -147,7 +189,7 @@ def _refused(code: int, body: bytes) -> None:
     raise Failure(status_kind(code), f"HTTP {code} {reason}".rstrip())
 
 
-def _event(line: str) -> tuple[str, dict[str, Any]]:
+def _event(line: bytes) -> tuple[str, dict[str, Any]]:
     try:
         event = json.loads(line)
     except ValueError as exc:
@@ -199,6 +241,11 @@ class Watched(Refresher[S, A]):
 
     _stream: WatchStream
     _node: str
+    _objects: dict[tuple[str, str], dict[str, Any]]
+    _listed_version: str
+    _objects_lock: threading.Lock
+    _timer: threading.Timer | None
+    _published_at: float
 
     def _watch_path(self) -> str:
         raise NotImplementedError
@@ -210,13 +257,54 @@ class Watched(Refresher[S, A]):
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for item in items:
             found[key_of(item)] = item
-        self._objects, self._listed_version = found, version
+        with self._objects_lock:
+            self._objects, self._listed_version = found, version
 
     def stop(self) -> None:
         """Stop the thread: the watch in progress is ended at once."""
         self._stop.set()
         self._stream.abort()
+        with self._objects_lock:
+            if self._timer is not None:
+                self._timer.cancel()
         super().stop()
+
+    def _changed(self) -> None:
+        """Publish the watched objects now, or (within :data:`PUBLISH_EVERY` of the last time) once
+        that much time has passed: every publication parses all objects again, so a flood of events
+        costs at most a few parses a second, not one each."""
+        with self._objects_lock:
+            if self._timer is not None:
+                return
+            wait = self._published_at + PUBLISH_EVERY - time.monotonic()
+            if wait > 0:
+                self._timer = threading.Timer(wait, self._publish_objects)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+        self._publish_objects()
+
+    def _publish_objects(self) -> None:
+        with self._objects_lock:
+            self._timer = None
+            self._published_at = time.monotonic()
+            items = list(self._objects.values())
+        try:
+            answer = self._parse(items)
+        except Exception as exc:  # noqa: BLE001 - a bad object must not end the timer thread; the next list decides
+            self._log.debug("%s: watched objects not parsed: %s", self._source, exc)
+            return
+        with self._refreshing:
+            state, _ = self._published
+            self._published = (self._answered(answer, state.calls, state.failures, time.time()), self._clock())
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._objects = {}
+        self._listed_version = ""
+        self._objects_lock = threading.Lock()
+        self._timer = None
+        self._published_at = 0.0
 
     def _run(self) -> None:
         self._watch_logged = ""
@@ -240,14 +328,10 @@ class Watched(Refresher[S, A]):
         try:
             for kind, obj in self._stream.events(self._watch_path(), self._node, version, seconds):
                 version = version_of(obj) or version  # a bookmark only moves the version reached
-                if apply(self._objects, kind, obj):
-                    answer = self._parse(list(self._objects.values()))
-                    with self._refreshing:
-                        state, _ = self._published
-                        self._published = (
-                            self._answered(answer, state.calls, state.failures, time.time()),
-                            self._clock(),
-                        )
+                with self._objects_lock:
+                    changed = apply(self._objects, kind, obj)
+                if changed:
+                    self._changed()
                 if self._stop.is_set():
                     return True
         except Gone as gone:

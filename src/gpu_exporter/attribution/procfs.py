@@ -80,7 +80,7 @@ class ProcessNames:
         for line in status.splitlines():
             if line.startswith("Uid:"):
                 parts = line.split()
-                if len(parts) > 1 and parts[1].isdigit():
+                if len(parts) > 1 and parts[1].isascii() and parts[1].isdigit() and len(parts[1]) <= 10:
                     user = self._users.name(int(parts[1]))
                 break
         facts = ProcessFacts(name, user, workload)

@@ -1,0 +1,243 @@
+"""Hostile load: a 64-GPU host (fake NVML) with process churn, TLS and basic auth (bcrypt cost 10),
+under slow readers, aborted TLS handshakes and wrong passwords at once, while a Prometheus-like
+scraper asks for /metrics with valid credentials once a second. Records each valid scrape's time
+and status and the exporter's resident memory (peak: VmHWM) every second.
+
+From the repository root, with the project venv::
+
+    .venv/bin/python -m bench.hostile                  # 120 s, writes bench/results/hostile.json
+    .venv/bin/python -m bench.hostile --seconds 30     # a short run
+
+The attack, all from this process on 127.0.0.1: 200 TLS clients that ask for /metrics (valid
+credentials, identity encoding, 4 KiB receive buffer), read one byte and never again (reopened as
+the exporter closes them); rounds of 100 connections that send one byte of a ClientHello and close;
+64 keep-alive TLS connections sending a new wrong password as soon as each answer comes. The churn:
+each GPU has 8 processes whose pids change every second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import httpx
+
+from bench import procfs
+from bench.scenarios import Size, write
+from bench.systems import REPO, Running, _child_env, _popen
+from tests.fakenvml.build import build
+from tests.harness import free_port
+
+SLOW_READERS = 200
+ABORT_ROUND = 100
+WRONG_PASSWORDS = 64
+RESULT = REPO / "bench" / "results" / "hostile.json"
+
+
+def _churn(gpus: int) -> str:
+    lines = []
+    for gpu in range(gpus):
+        for slot in range(8):
+            base = 200_000 + (gpu * 8 + slot) * 100
+            pids = ",".join(str(base + n) for n in range(100))
+            lines += [
+                f"gpu{gpu}.process.{slot + 1}.pid = {pids}@1",
+                f"gpu{gpu}.process.{slot + 1}.used_memory = 1048576",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _certs(work: Path) -> None:
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=work, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+            "server.key", "-out", "server.crt", "-subj", "/CN=127.0.0.1", "-days", "2",
+            "-addext", "subjectAltName=IP:127.0.0.1")  # fmt: skip
+
+
+def _start(work: Path, fake: Path, scenario: Path) -> Running:
+    _certs(work)
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(10)).decode()
+    web = work / "web.yml"
+    web.write_text(f"tls_server_config: {{cert_file: server.crt, key_file: server.key}}\n"
+                   f"basic_auth_users: {{prometheus: '{hashed}'}}\n")  # fmt: skip
+    port = free_port()
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}",
+               "--collect-interval", "1s", "--backend", "nvml", "--web.config.file", str(web),
+               "--path.procfs", str(work / "no-proc")]  # fmt: skip
+    return _popen("gpu-exporter", command, _child_env(fake, scenario, None), port, work)
+
+
+AUTH = b"Authorization: Basic " + base64.b64encode(b"prometheus:s3cret")
+
+
+def _slow_readers(port: int, context: ssl.SSLContext, stop: threading.Event) -> None:
+    held: list[ssl.SSLSocket] = []
+    while not stop.is_set():
+        held = [s for s in held if s.fileno() != -1]
+        while len(held) < SLOW_READERS and not stop.is_set():
+            try:
+                raw = socket.socket()
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                raw.settimeout(10)
+                raw.connect(("127.0.0.1", port))
+                sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n" + AUTH + b"\r\n\r\n")
+                sock.recv(1)
+                held.append(sock)
+            except OSError:
+                continue
+        stop.wait(5)
+        for sock in held[: SLOW_READERS // 10]:  # some go away and come back
+            sock.close()
+    for sock in held:
+        sock.close()
+
+
+def _aborts(port: int, stop: threading.Event, count: list[int]) -> None:
+    while not stop.is_set():
+        opened = []
+        for _ in range(ABORT_ROUND):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                sock.sendall(b"\x16")
+                opened.append(sock)
+            except OSError:
+                pass
+        for sock in opened:
+            sock.close()
+        count[0] += len(opened)
+        stop.wait(0.2)
+
+
+def _wrong_passwords(port: int, context: ssl.SSLContext, stop: threading.Event, count: list[int]) -> None:
+    async def one(index: int) -> None:
+        attempt = 0
+        while not stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                while not stop.is_set():
+                    attempt += 1
+                    auth = base64.b64encode(f"prometheus:wrong-{index}-{attempt}".encode())
+                    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + auth + b"\r\n\r\n")
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+                    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length"))  # fmt: skip
+                    await reader.readexactly(length)
+                    count[0] += 1
+                    if b"connection: close" in head.lower():
+                        break
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, StopIteration, ValueError, ssl.SSLError):
+                pass
+            finally:
+                writer.close()
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i) for i in range(WRONG_PASSWORDS)))
+
+    asyncio.run(main())
+
+
+def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
+    """Run the attack for ``seconds``; the valid scrapes, the memory samples and totals."""
+    with tempfile.TemporaryDirectory(prefix="gpu-exporter-hostile-") as tmp:
+        work = Path(tmp)
+        fake = build(work / "fake")
+        scenario = write(work, Size(gpus))
+        scenario.write_text(scenario.read_text() + _churn(gpus))
+        running = _start(work, fake, scenario)
+        context = ssl.create_default_context(cafile=str(work / "server.crt"))
+        url = f"https://127.0.0.1:{running.port}/metrics"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url, verify=context, auth=("prometheus", "s3cret"), timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or running.process.poll() is not None:
+                    raise RuntimeError(f"gpu-exporter did not start:\n{running.log_tail()}")
+                time.sleep(0.2)
+            rss_idle = procfs.rss_bytes(running.pid)
+            stop = threading.Event()
+            aborted, wrong = [0], [0]
+            attackers = [
+                threading.Thread(target=_slow_readers, args=(running.port, context, stop), daemon=True),
+                threading.Thread(target=_aborts, args=(running.port, stop, aborted), daemon=True),
+                threading.Thread(target=_wrong_passwords, args=(running.port, context, stop, wrong), daemon=True),
+            ]
+            for attacker in attackers:
+                attacker.start()
+            scrapes: list[dict[str, Any]] = []
+            samples: list[dict[str, Any]] = []
+            started = time.monotonic()
+            while time.monotonic() - started < seconds:
+                began = time.monotonic()
+                try:
+                    answer = httpx.get(url, verify=context, auth=("prometheus", "s3cret"), timeout=10)
+                    status = answer.status_code
+                except httpx.HTTPError as err:
+                    status = type(err).__name__
+                scrapes.append({"t_s": round(began - started, 1), "seconds": round(time.monotonic() - began, 3),
+                                "status": status})  # fmt: skip
+                samples.append({"t_s": round(time.monotonic() - started, 1), "rss_bytes": procfs.rss_bytes(running.pid),
+                                "cpu_s": round(procfs.cpu_seconds(running.pid), 2)})  # fmt: skip
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+            peak = _peak(running.pid)
+            stop.set()
+            for attacker in attackers:
+                attacker.join(40)
+        finally:
+            running.stop()
+    ok = [s["seconds"] for s in scrapes if s["status"] == 200]
+    return {
+        "seconds": seconds, "gpus": gpus, "rss_idle_bytes": rss_idle, "rss_peak_bytes": peak,
+        "rss_last_bytes": samples[-1]["rss_bytes"] if samples else 0, "valid_scrapes": len(scrapes),
+        "valid_ok": len(ok), "valid_max_s": max(ok, default=0.0),
+        "valid_p99_s": sorted(ok)[max(0, int(len(ok) * 0.99) - 1)] if ok else 0.0,
+        "aborted_handshakes": aborted[0], "wrong_password_answers": wrong[0], "scrapes": scrapes, "samples": samples,
+    }  # fmt: skip
+
+
+def _peak(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--gpus", type=int, default=64)
+    args = parser.parse_args()
+    result = hostile(args.seconds, args.gpus)
+    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    mib = 1024 * 1024
+    print(f"valid scrapes {result['valid_ok']}/{result['valid_scrapes']} ok, max {result['valid_max_s']:.2f} s, "
+          f"p99 {result['valid_p99_s']:.2f} s; RSS idle {result['rss_idle_bytes'] / mib:.0f} MiB, peak "
+          f"{result['rss_peak_bytes'] / mib:.0f} MiB, last {result['rss_last_bytes'] / mib:.0f} MiB; "
+          f"{result['aborted_handshakes']} aborted handshakes, {result['wrong_password_answers']} wrong-password "
+          f"answers")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -191,6 +191,7 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
             started = time.monotonic()
             while time.monotonic() - started < seconds:
                 began = time.monotonic()
+                status: int | str
                 try:
                     answer = httpx.get(url, verify=context, auth=("prometheus", "s3cret"), timeout=10)
                     status = answer.status_code

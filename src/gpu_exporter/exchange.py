@@ -304,7 +304,11 @@ async def _write(writer: asyncio.StreamWriter, data: bytes | None) -> None:
 async def _write_shared(writer: asyncio.StreamWriter, parts: list[Any], deadline: float) -> None:
     """Write ``parts`` a :data:`WRITE_SLICE` at a time, each slice once the last has drained, all by
     ``deadline``: a client that does not read holds at most a slice and the transport's buffer,
-    never its own copy of the response (the body is the snapshot's bytes, shared by every client)."""
+    never its own copy of the response (the body is the snapshot's bytes, shared by every client).
+    Parts that fit in one slice together go out as one write (one TLS record, one send): a small
+    response costs one copy of at most a slice instead of a write and a drain per part."""
+    if 0 < sum(len(part) for part in parts) <= WRITE_SLICE:
+        parts = [b"".join(parts)]
     for part in parts:
         view = memoryview(part)
         for start in range(0, len(view), WRITE_SLICE):

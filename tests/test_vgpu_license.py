@@ -15,13 +15,16 @@ from gpu_exporter.counters import defaults
 from tests.harness import SCENARIOS, Exporter, samples, start, value
 
 #: h100x4's GPUs are bare metal (no vgpu_license keys); here gpu0 holds a licence, gpu1 is a vGPU guest
-#: without one, gpu2's driver lists no vGPU feature and gpu3's call fails.
+#: without one (a licensed RTX feature listed first), gpu2's driver lists only an RTX feature and gpu3's
+#: call fails.
 EXTRA = """
 gpu0.vgpu_license.supported = 1
 gpu0.vgpu_license.state = 1
 gpu1.vgpu_license.supported = 1
+gpu1.vgpu_license.rtx_state = 1
 gpu1.vgpu_license.state = 0
 gpu2.vgpu_license.supported = 1
+gpu2.vgpu_license.rtx_state = 1
 gpu3.error.nvmlDeviceGetGridLicensableFeatures_v4 = UNKNOWN
 """
 EXPECTED = {"0": 1.0, "1": 0.0, "2": None, "3": None}

@@ -552,6 +552,18 @@ def _fabric(own: dict[str, str], fields: dict[int, Raw]) -> None:
         fields.pop(175, None)
 
 
+def _vgpu_license(own: dict[str, str], fields: dict[int, Raw]) -> None:
+    """DCGM 526 as its cache manager stores it from nvmlDeviceGetGridLicensableFeatures: nothing when the
+    call fails, 0 where vGPU licensing is not supported (the fake NVML's default), else 1 or 0 from the
+    vGPU feature's state, nothing when no vGPU feature is listed."""
+    if "error.nvmlDeviceGetGridLicensableFeatures_v4" in own:
+        return
+    if int(own.get("vgpu_license.supported", "0"), 0) == 0:
+        fields[526] = int64(0)
+    elif "vgpu_license.state" in own:
+        fields[526] = int64(1 if int(own["vgpu_license.state"], 0) > 0 else 0)
+
+
 def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcgm:
     """A fake host engine showing the same GPUs as the fake NVML does for scenario ``text``
     (identity defaults as in tests/fakenvml/README.md; free memory derived the same way)."""
@@ -585,6 +597,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         if "ecc.mode" in own:
             fields[301] = dcgm_raw(301, own.get("ecc.pending", own["ecc.mode"]))
         _fabric(own, fields)
+        _vgpu_license(own, fields)
         fields[50] = string(own.get("name", ""))
         fields[52] = int64(gpu)
         fields[54] = string(own.get("uuid", f"GPU-00000000-0000-0000-0000-{gpu:012d}"))

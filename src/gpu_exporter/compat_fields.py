@@ -354,7 +354,8 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "has no NVLink error event), so dcgm-exporter finds it blank"),
     (497, 497, "link 0's DL CRC count (NVML field 163, which DCGM asks with scopeId 0): NVML does not say whether "
      "it counts flit or data CRC errors, which gpu_nvlink_errors_total{type=crc_flit|crc_data} keep apart"),
-    (501, 534, "vGPU host fields (per vGPU type or instance), for hypervisors"),
+    (501, 525, "vGPU host fields (per vGPU type or instance), for hypervisors"),
+    (527, 534, "more vGPU host fields, for hypervisors (526 between them, the GPU's vGPU licence, is served)"),
     (580, 699, "NVLink port counters DCGM reads below NVML, and DCGM-internal ids"),
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),

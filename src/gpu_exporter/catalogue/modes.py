@@ -44,6 +44,13 @@ ROWS: tuple[MetricSpec, ...] = (
         "4 vSGA host", "modes", NvmlSource("nvmlDeviceGetVirtualizationMode"), DcgmSource(500),
         "DCGM_FI_DEV_VIRTUAL_MODE", maximum=4, every=STATIC,
     ),
+    _gauge(
+        "gpu_vgpu_licensed", "",
+        "1 when the GPU's vGPU software licence is held (nvmlDeviceGetGridLicensableFeatures: the vGPU "
+        "feature's state); 0 when it is not, or when the GPU does not support vGPU licensing (a bare-metal "
+        "GPU)", "modes", NvmlSource("nvmlDeviceGetGridLicensableFeatures_v4"), DcgmSource(526),
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS", maximum=1, every=STATIC,
+    ),
     # NVLink fabric registration (NVSwitch systems: HGX/DGX with the fabric manager, GB200 NVL72); GPUs
     # outside any fabric have none of these. One nvmlDeviceGetGpuFabricInfoV call serves all four.
     _gauge(

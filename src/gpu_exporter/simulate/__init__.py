@@ -21,6 +21,7 @@ from gpu_exporter.simulate import (  # noqa: F401
     reliability,
     sensors,
     system,
+    vgpu_license,
     workload,
 )
 from gpu_exporter.simulate.library import Library

@@ -18,6 +18,8 @@ from gpu_exporter.backends.nvml.gpm import SELECTORS as GPM_SELECTORS
 from gpu_exporter.backends.nvml.link_fields import ALL_LINKS, BER_FIELD_IDS, C2C_FIELD_IDS, NVLINK5_FIELD_IDS
 from gpu_exporter.backends.nvml.memory_flag import CALL as _UNREPAIRABLE_CALL
 from gpu_exporter.backends.nvml.memory_flag import unrepairable_memory as _unrepairable_memory
+from gpu_exporter.backends.nvml.vgpu_license import CALL as _VGPU_LICENSE_CALL
+from gpu_exporter.backends.nvml.vgpu_license import vgpu_licensed as _vgpu_licensed
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS
 
 _THRESHOLDS = {
@@ -292,6 +294,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     "nvmlDeviceGetInforomConfigurationChecksum": _single(pynvml.nvmlDeviceGetInforomConfigurationChecksum),
     "nvmlDeviceValidateInforom": _inforom_valid,
     "nvmlDeviceGetGpuFabricInfoV": _fabric,
+    _VGPU_LICENSE_CALL: _vgpu_licensed,  # DCGM 526's rule: 0 on bare metal, else the vGPU feature's state
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
     # The _v3 symbol; on drivers without it pynvml raises NVMLLibraryMismatchError (handled as missing).
     "nvmlDeviceGetComputeRunningProcesses": lambda handle: {

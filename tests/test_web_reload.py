@@ -10,7 +10,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from tests.harness import Exporter
+from tests.test_web_security import _https, _wait
 from tests.webtls import Certs, bcrypt_hash, issue, launch, make_ca, make_certs
 
 
@@ -38,21 +38,8 @@ def _setup(directory: Path, certs: Certs) -> tuple[Path, str]:
     return path, text
 
 
-def _https(exporter: Exporter, context: ssl.SSLContext, **kwargs: object) -> httpx.Response:
-    with httpx.Client(verify=context, timeout=10) as client:
-        return client.get(f"https://127.0.0.1:{exporter.port}/metrics", **kwargs)  # type: ignore[arg-type]
-
-
 def _until(check: Callable[[], bool], what: str, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (httpx.TransportError, ssl.SSLError):
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"not within {seconds}s: {what}")
+    _wait(check, what, seconds)
 
 
 def _ready(context: ssl.SSLContext) -> Callable[[Exporter], bool]:

@@ -273,8 +273,11 @@ def test_a_hung_re_enumeration_is_counted_while_gpu_reads_go_on() -> None:
     try:
         sampler.run_cycle()
         fake.entities = hung  # type: ignore[method-assign]
-        while not entered.is_set():
+        for _ in range(100):  # re-enumeration is due at once; each cycle lasts at most its interval
+            if entered.is_set():
+                break
             sampler.run_cycle()
+        assert entered.is_set(), "the sampler never re-enumerated"
         parsed = {}
         stalled = None
         for _ in range(50):  # each cycle lasts at most its interval; the count appears within a few

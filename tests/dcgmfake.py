@@ -268,11 +268,8 @@ class FakeDcgm:
 
     def refusal(self, key: tuple[int, int]) -> int | None:
         """The status dcgmGroupAddEntity refuses ``key`` with: its GPU's, for a MIG instance or link."""
-        parents = {e.key: e.parent for e in self.entity_list}
-        parents.update({(FE_LINK, self.link_id(g, o, p)): (g, o) for g, o, p in self.link_state})
-        while key[0] != FE_GPU and parents.get(key) is not None:
-            key = parents[key]  # type: ignore[assignment]
-        return self.entity_status.get(key)
+        gpu = self._gpu_of(key)
+        return self.entity_status.get((FE_GPU, gpu)) if gpu is not None else None
 
     def watch(
         self,
@@ -311,7 +308,9 @@ class FakeDcgm:
         self._check()
 
     def _gpu_of(self, key: tuple[int, int]) -> int | None:
+        """The GPU id a GPU, MIG instance or GPU link belongs to (None for a switch and its ports)."""
         parents = {e.key: e.parent for e in self.entity_list}
+        parents.update({(FE_LINK, self.link_id(g, o, p)): (g, o) for g, o, p in self.link_state})
         while key[0] != FE_GPU and parents.get(key) is not None:
             key = parents[key]  # type: ignore[assignment]
         return key[1] if key[0] == FE_GPU else None

@@ -16,12 +16,12 @@ from gpu_exporter.backends.dcgm.values import (
     ST_IN_USE,
     ST_NO_PERMISSION,
     ST_NOT_SUPPORTED,
-    ST_OK,
     ST_PROFILING_LIBRARY_ERROR,
     ST_REQUIRES_ROOT,
     Blank,
     FieldValue,
     decode,
+    is_stale,
 )
 from gpu_exporter.backends.dcgm.watches import is_call, is_profiling, split
 from gpu_exporter.catalogue import MetricSpec
@@ -120,7 +120,7 @@ def drop_stale(latest: Latest, fresh_after_us: int, reading: RawReading, specs: 
     for key, samples in latest.items():
         kept = {}
         for field_id, sample in samples.items():
-            if sample.status == ST_OK and 0 < sample.ts < fresh_after_us:
+            if is_stale(sample, fresh_after_us):
                 stale.add(collectors.get(field_id, "dcgm"))
             else:
                 kept[field_id] = sample

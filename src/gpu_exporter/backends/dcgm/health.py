@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpu_exporter.backends.dcgm.errors import DcgmError
-from gpu_exporter.backends.dcgm.values import ST_OK, Blank, FieldValue, decode
+from gpu_exporter.backends.dcgm.values import Blank, FieldValue, decode, is_stale
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class GpuHealth:
         blank = stale = 0
         for sample in samples.values():
             decoded = decode(sample)
-            if sample.status == ST_OK and 0 < sample.ts < fresh_after_us:
+            if is_stale(sample, fresh_after_us):
                 stale += 1
             elif isinstance(decoded, Blank):
                 blank += decoded.why == "blank"

@@ -249,6 +249,12 @@ def decode(sample: FieldValue) -> int | float | str | Blank:
     return Blank("binary" if sample.field_type == FT_BINARY else "bad_type")
 
 
+def is_stale(sample: FieldValue, fresh_after_us: int) -> bool:
+    """Whether the engine stamped ``sample`` (a read with status OK) before ``fresh_after_us``: it
+    stopped updating that value. A sample without a time (0) is not judged."""
+    return sample.status == ST_OK and 0 < sample.ts < fresh_after_us
+
+
 def link_entity_id(parent_group: int, parent_id: int, port: int, legacy: bool = False) -> int:
     """The raw id of a link entity (``dcgm_link_t``): DCGM 4.3 and later pack the type in bits 0–7,
     the port index in 8–23 and the GPU or switch id in 24–31; DCGM 3.x (``legacy``) the type in

@@ -316,3 +316,18 @@ def test_profiling_module_not_loaded_is_not_blamed_on_the_gpu(
         run.cycle()
     assert "module_not_loaded" in caplog.text
     assert "does not support DCGM profiling" not in caplog.text
+
+
+def test_the_reasons_that_page_nobody_are_one_list() -> None:
+    """The sampler's warnings, the DCGM health check's statuses and GPUFallenOffBus's exception name
+    the same reasons: a GPU down as one of them is information, not a fallen-off-the-bus page."""
+    import re
+    from pathlib import Path
+
+    from gpu_exporter.backends.dcgm.health import DOWN_STATUSES
+    from gpu_exporter.sampler import NOT_A_FAULT
+
+    rules = (Path(__file__).parent.parent / "alerts" / "gpu-alerts.rules.yml").read_text()
+    found = re.search(r'gpu_exporter_device_down\{reason=~"([^"]+)"\}', rules)
+    assert found is not None
+    assert set(found.group(1).split("|")) == NOT_A_FAULT == DOWN_STATUSES - {"lost"}

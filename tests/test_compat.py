@@ -639,7 +639,7 @@ def test_clock_events_count_counts_samples_in_the_window() -> None:
     seen; samples older than the window (or than the hour kept) drop out."""
     from gpu_exporter.catalogue import METRICS
     from gpu_exporter.compat import clock_event_counts
-    from gpu_exporter.pipeline.derive import Windows
+    from gpu_exporter.sampling.derive import Windows
 
     windows = Windows(METRICS)
     row = "gpu_clock_event_active{reason=%s}"
@@ -769,7 +769,7 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
     from gpu_exporter.compat import compat_renderer, needed_collectors, plan
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
     from tests.dcgmfake import from_scenario
 
     text = (SCENARIOS / scenario).read_text()

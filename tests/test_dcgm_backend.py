@@ -46,7 +46,7 @@ from gpu_exporter.catalogue import (
     scaled,
 )
 from gpu_exporter.config import Settings
-from gpu_exporter.sampler import Sampler
+from gpu_exporter.sampling.sampler import Sampler
 from tests.dcgmfake import (
     FP64_SENTINELS,
     INT32_SENTINELS,

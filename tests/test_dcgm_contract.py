@@ -206,7 +206,7 @@ def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: py
     """The whole path with the real adapter (stub bindings underneath): values, MIG and Xids."""
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
     from tests.harness import samples, value
 
     _forget_bindings()

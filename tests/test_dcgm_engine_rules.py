@@ -145,7 +145,7 @@ def test_a_gpu_whose_values_only_go_stale_stays_up_and_its_values_are_dropped(ru
     runs.append(run)
     run.sampler.stop()
     run.backend = DcgmBackend(lambda: fake, specs, 1.0, clock=run.clock, wall=lambda: now[0])
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
 
     run.sampler = Sampler(run.backend, specs, 1.0, "test", watch_events=True, clock=run.clock)
     run.cycle()
@@ -257,7 +257,7 @@ def test_auto_falls_back_to_nvml_when_dcgm_answers_no_gpu_value(monkeypatch: pyt
 def test_a_hung_re_enumeration_is_counted_while_gpu_reads_go_on() -> None:
     """The sampler's real clock, a short interval, and re-enumeration due every cycle: the engine's
     entity listing hangs; every GPU is still read each cycle and each cycle it hangs is counted."""
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
 
     fake = on("4.6.0")
     specs = enabled_specs(ALL)
@@ -325,7 +325,7 @@ def test_the_reasons_that_page_nobody_are_one_list() -> None:
     from pathlib import Path
 
     from gpu_exporter.backends.dcgm.health import DOWN_STATUSES
-    from gpu_exporter.sampler import NOT_A_FAULT
+    from gpu_exporter.sampling.sampler import NOT_A_FAULT
 
     rules = (Path(__file__).parent.parent / "alerts" / "gpu-alerts.rules.yml").read_text()
     found = re.search(r'gpu_exporter_device_down\{reason=~"([^"]+)"\}', rules)

@@ -213,7 +213,7 @@ def test_nvswitch_ports_are_served_with_the_releases_link_ids(host: Host) -> Non
     release does, or the engine refuses it (the issue: 3.x lost every port of a switch other than 0)."""
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, NVSWITCH_PORT_ERRORS, enabled_specs
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
 
     kind, field_id = NVSWITCH_PORT_ERRORS[0]
     host.engine.add_nvswitch(0, [0], {863: int64(0)})

@@ -14,8 +14,8 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.catalogue import METRICS
 from gpu_exporter.exposition import choose, encode, render
 from gpu_exporter.families import device_families, self_families
-from gpu_exporter.pipeline.events import XidTally
-from gpu_exporter.snapshot import DeviceView, SelfStats
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, SelfStats
 
 
 class _Families(Collector):

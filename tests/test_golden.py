@@ -78,7 +78,7 @@ def _dcgm_fabric() -> str:
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.backends.dcgm.values import INT64_BLANK
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.sampler import Sampler
+    from gpu_exporter.sampling.sampler import Sampler
     from tests.dcgmfake import from_scenario, int64
 
     fake = from_scenario((SCENARIOS / "h100x4.scn").read_text())

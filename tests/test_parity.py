@@ -22,7 +22,7 @@ import pytest
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.catalogue import BY_KEY, DEFAULT_COLLECTORS, FIXED, METRICS, enabled_specs, links
-from gpu_exporter.sampler import Sampler
+from gpu_exporter.sampling.sampler import Sampler
 from tests.dcgmfake import from_scenario, scenario_keys
 from tests.harness import SCENARIOS, VOLATILE, Labels, samples, start
 

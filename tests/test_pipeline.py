@@ -14,7 +14,7 @@ from pathlib import Path
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.values import FE_GPU
 from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-from gpu_exporter.sampler import Sampler
+from gpu_exporter.sampling.sampler import Sampler
 from tests.dcgmfake import int64
 from tests.harness import SCENARIOS, samples, start, value
 from tests.test_dcgm_backend import host

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from gpu_exporter.readpool import ReadPool
-from gpu_exporter.worker import Worker
+from gpu_exporter.sampling.readpool import ReadPool
+from gpu_exporter.sampling.worker import Worker
 
 
 def _until(condition: object, timeout: float = 5.0) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from gpu_exporter.exposition import choose
-from gpu_exporter.snapshot import Rendered
+from gpu_exporter.sampling.snapshot import Rendered
 from tests.harness import SCENARIOS, Exporter, start
 
 PROMETHEUS = {

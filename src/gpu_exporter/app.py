@@ -29,7 +29,7 @@ from gpu_exporter.compat import compat_renderer, needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
 from gpu_exporter.exposition import is_ready, negotiate, pick
-from gpu_exporter.sampler import STALE_INTERVALS, Sampler
+from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
 from gpu_exporter.status.cache import StatusCache
 from gpu_exporter.status.history import History, Recorder

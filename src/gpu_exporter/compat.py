@@ -55,8 +55,8 @@ from gpu_exporter.exposition import encode_format, render_text
 from gpu_exporter.families import self_families
 from gpu_exporter.model import Entity
 from gpu_exporter.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
-from gpu_exporter.pipeline.events import XidTally
-from gpu_exporter.snapshot import DeviceView, Frame, Rendered
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, Frame, Rendered
 
 log = logging.getLogger(__name__)
 

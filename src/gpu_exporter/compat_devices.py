@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpu_exporter.dcgm_flags import Devices
 from gpu_exporter.model import Entity
-from gpu_exporter.snapshot import DeviceView, Frame
+from gpu_exporter.sampling.snapshot import DeviceView, Frame
 
 #: DCGM's GPU-instance entity ids per GPU (DCGM_MAX_INSTANCES_PER_GPU).
 MAX_INSTANCES_PER_GPU = 8

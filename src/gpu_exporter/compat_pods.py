@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from gpu_exporter.dcgm_flags import DcgmOptions
-from gpu_exporter.snapshot import DeviceView
+from gpu_exporter.sampling.snapshot import DeviceView
 
 Labels = list[tuple[str, str]]
 #: dcgm-exporter's pod label names with ``--use-old-namespace`` (1.x).

@@ -5,7 +5,7 @@ The encoder writes Prometheus text 0.0.4 or OpenMetrics 1.0.0, byte for byte wha
 prometheus_client's two ``generate_latest`` encoders write for gpu-exporter's families (gauges and
 counters, no timestamps or exemplars; a test holds them to the same bytes) at about a tenth of the
 cost: the label part of a line, which repeats every cycle, is cached. Nothing is encoded on the
-sampler thread: a snapshot carries a :class:`~gpu_exporter.snapshot.Rendered` that builds the
+sampler thread: a snapshot carries a :class:`~gpu_exporter.sampling.snapshot.Rendered` that builds the
 families and encodes a format (Prometheus text 0.0.4 or OpenMetrics 1.0.0, plain or gzip) when a
 scrape first asks for it by its ``Accept`` and ``Accept-Encoding`` headers, and keeps the bytes for
 the scrapes after it.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client.core import Metric
 
 from gpu_exporter.naming import NATIVE, Profile
-from gpu_exporter.snapshot import Rendered
+from gpu_exporter.sampling.snapshot import Rendered
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"

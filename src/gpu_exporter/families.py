@@ -17,8 +17,8 @@ from prometheus_client.samples import Sample
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import FIXED, PRECREATED_XIDS, MetricSpec
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.events import XidTally
-from gpu_exporter.snapshot import DeviceView, Samples, SelfStats
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, Samples, SelfStats
 
 #: The ``*_info`` family of each entity kind that has one.
 _INFO_OF = {"mig": "gpu_mig_info", "nvswitch": "gpu_nvswitch_info"}

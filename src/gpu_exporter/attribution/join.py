@@ -26,8 +26,8 @@ from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.processes import fold
-from gpu_exporter.snapshot import DeviceView, SourceStatus
+from gpu_exporter.sampling.processes import fold
+from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
 
 log = logging.getLogger(__name__)
 

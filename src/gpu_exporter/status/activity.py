@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpu_exporter.backends.base import DeviceIdentity
-from gpu_exporter.snapshot import SelfStats
+from gpu_exporter.sampling.snapshot import SelfStats
 
 #: GPU-Util at or above this while SM activity stays below :data:`LOW_SM_ACTIVE`: busy but under-using
 #: the SMs (the same thresholds as the GpuBusyButLowSmActivity alert).

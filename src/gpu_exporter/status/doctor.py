@@ -30,8 +30,8 @@ from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.config import Settings
-from gpu_exporter.sampler import Sampler
-from gpu_exporter.snapshot import DeviceView
+from gpu_exporter.sampling.sampler import Sampler
+from gpu_exporter.sampling.snapshot import DeviceView
 
 LEVELS = ("ok", "skip", "warn", "fail")
 SM_ACTIVE = "gpu_sm_active_ratio"

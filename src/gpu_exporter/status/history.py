@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from gpu_exporter.snapshot import Snapshot
+from gpu_exporter.sampling.snapshot import Snapshot
 from gpu_exporter.status.view import TRAIL, trail_values
 
 SERIES = tuple(TRAIL)

@@ -12,9 +12,9 @@ from typing import Any
 
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.events import XidTally
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, Snapshot
 from gpu_exporter.simulate.builtins import SIMULATED
-from gpu_exporter.snapshot import DeviceView, Snapshot
 from gpu_exporter.status.activity import activity, busy_low_sm
 
 Card = dict[str, Any]

@@ -1,7 +1,7 @@
 """Workers: each job off the sampler's thread, so a call that hangs stalls only that job.
 
 One worker per GPU reads the GPU and everything under it (on the read pool's threads, see
-:mod:`gpu_exporter.readpool`), one fabric worker reads the NVSwitches and one control worker opens,
+:mod:`gpu_exporter.sampling.readpool`), one fabric worker reads the NVSwitches and one control worker opens,
 re-enumerates and closes the backend (each on a daemon thread of its own): no vendor call runs on
 the sampler's thread. The sampler triggers every idle worker once per cycle and waits a bounded
 time; a worker still inside a call is simply not triggered again until it returns, and its last
@@ -19,7 +19,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gpu_exporter.backends.base import DeviceLost
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.worker")
 T = TypeVar("T")
 
 

@@ -30,18 +30,19 @@ from gpu_exporter.attribution.join import Attributor
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.convert import Converted, convert
-from gpu_exporter.pipeline.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
-from gpu_exporter.pipeline.events import EventTallies, XidTally
-from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
-from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
-from gpu_exporter.readpool import ReadPool
 from gpu_exporter.render import Renderer, native_renderer
-from gpu_exporter.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
-from gpu_exporter.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
-from gpu_exporter.worker import Result, Worker
+from gpu_exporter.sampling.convert import Converted, convert
+from gpu_exporter.sampling.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
+from gpu_exporter.sampling.events import EventTallies, XidTally
+from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
+from gpu_exporter.sampling.readpool import ReadPool
+from gpu_exporter.sampling.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
+from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
+from gpu_exporter.sampling.worker import Result, Worker
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.sampler")
 _Values = dict[Entity, dict[str, float]]
 
 __all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from gpu_exporter.backends.base import Event
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.pipeline.events")
 
 #: Recent Xids kept per GPU for windowed counts (dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT).
 RECENT_SECONDS = 3600.0

@@ -10,10 +10,11 @@ from gpu_exporter.backends.base import RawReading
 from gpu_exporter.catalogue import BY_KEY
 from gpu_exporter.catalogue.spec import Source
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.memo import UnsupportedMemo
-from gpu_exporter.sanity import SENTINELS, drop_inconsistent
+from gpu_exporter.sampling.memo import UnsupportedMemo
+from gpu_exporter.sampling.sanity import SENTINELS, drop_inconsistent
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.pipeline.convert")
 
 
 @dataclass

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.events import XidTally
+from gpu_exporter.sampling.events import XidTally
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.snapshot")
 
 #: Values by entity, then catalogue key, in base units; entities in render order.
 Samples = Mapping[Entity, Mapping[str, float]]

@@ -12,10 +12,10 @@ from typing import Literal
 from gpu_exporter import model
 from gpu_exporter.backends.base import Backend, BackendUnavailable, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.convert import Converted
-from gpu_exporter.pipeline.derive import Integrators
-from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
-from gpu_exporter.worker import Result, Worker
+from gpu_exporter.sampling.convert import Converted
+from gpu_exporter.sampling.derive import Integrators
+from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
+from gpu_exporter.sampling.worker import Result, Worker
 
 BACKOFF_MAX_SECONDS = 30.0
 

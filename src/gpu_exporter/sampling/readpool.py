@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_exporter.worker import Worker
+from gpu_exporter.sampling.worker import Worker
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Drivers in bad states return sentinels (``0xFFFFFFFF`` utilisation, a GPU at 644245923 °C);
 exporting them poisons dashboards and alerts. A value is invalid when its raw vendor value is an
 all-ones sentinel, when it lies outside the catalogue row's physical minimum and bound (checked in
-:func:`~gpu_exporter.pipeline.convert.convert`), or when it contradicts another value of the same
+:func:`~gpu_exporter.sampling.convert.convert`), or when it contradicts another value of the same
 read (memory used above total). Invalid values are counted per metric in
 ``gpu_exporter_invalid_values_total{field}`` instead.
 """

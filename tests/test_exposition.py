@@ -12,8 +12,8 @@ from prometheus_client.registry import Collector
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.catalogue import METRICS
-from gpu_exporter.exposition import choose, encode, render
-from gpu_exporter.families import device_families, self_families
+from gpu_exporter.exposition.encoder import choose, encode, render
+from gpu_exporter.exposition.families import device_families, self_families
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, SelfStats
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from gpu_exporter.exposition import choose
+from gpu_exporter.exposition.encoder import choose
 from gpu_exporter.sampling.snapshot import Rendered
 from tests.harness import SCENARIOS, Exporter, start
 

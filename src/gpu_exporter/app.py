@@ -28,7 +28,7 @@ from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import compat_renderer, needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.counters import Counter
-from gpu_exporter.exposition import is_ready, negotiate, pick
+from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
 from gpu_exporter.status.cache import StatusCache

@@ -9,7 +9,7 @@ MIG's ``GPU_I_PROFILE`` and ``GPU_I_ID``, ``Hostname``, label fields, then per-m
 Unlike dcgm-exporter, label values are escaped, floats printed exactly, and a missing value is
 simply absent. Values are scaled once from the vendor's raw value into dcgm-exporter's unit (no
 base-unit value is scaled back). The families go through the one encoder with the dcgm-exporter
-naming profile (:mod:`gpu_exporter.naming`): labels in that order, integers without a fraction,
+naming profile (:mod:`gpu_exporter.exposition.naming`): labels in that order, integers without a fraction,
 text format only (dcgm-exporter's counter names lack ``_total``, which OpenMetrics would require).
 """
 
@@ -51,10 +51,10 @@ from gpu_exporter.compat_xid import xid_text
 from gpu_exporter.counters import Counter
 from gpu_exporter.dcgm_fields import FIELD_IDS, field_id
 from gpu_exporter.dcgm_flags import DcgmOptions
-from gpu_exporter.exposition import encode_format, render_text
-from gpu_exporter.families import self_families
+from gpu_exporter.exposition.encoder import encode_format, render_text
+from gpu_exporter.exposition.families import self_families
+from gpu_exporter.exposition.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
 from gpu_exporter.model import Entity
-from gpu_exporter.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Frame, Rendered
 

@@ -29,8 +29,8 @@ from gpu_exporter import __version__
 from gpu_exporter.attribution.join import Attributor
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
 from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.exposition.render import Renderer, native_renderer
 from gpu_exporter.model import Entity
-from gpu_exporter.render import Renderer, native_renderer
 from gpu_exporter.sampling.convert import Converted, convert
 from gpu_exporter.sampling.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from prometheus_client.core import Metric
 
 from gpu_exporter.catalogue import MetricSpec
-from gpu_exporter.exposition import lazily
-from gpu_exporter.families import device_families, fabric_families, self_families
+from gpu_exporter.exposition.encoder import lazily
+from gpu_exporter.exposition.families import device_families, fabric_families, self_families
 from gpu_exporter.sampling.snapshot import Frame, Rendered
 
 Renderer = Callable[[Frame], Rendered]

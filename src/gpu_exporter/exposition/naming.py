@@ -2,7 +2,7 @@
 conventions (sorted labels, ``_total`` on counters, OpenMetrics too); the dcgm-exporter profile
 writes its names as they are, labels in its order, integers without a fraction and text only (its
 counters lack ``_total``, which OpenMetrics requires). Both go through the one encoder
-(:func:`gpu_exporter.exposition.encode`)."""
+(:func:`gpu_exporter.exposition.encoder.encode`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client.core import Metric
 
-from gpu_exporter.naming import NATIVE, Profile
+from gpu_exporter.exposition.naming import NATIVE, Profile
 from gpu_exporter.sampling.snapshot import Rendered
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

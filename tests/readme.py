@@ -93,7 +93,7 @@ def metric_table() -> str:
 
 def dcgm_exporter_flag_table() -> str:
     """dcgm-exporter's flags and variables, each with what it does here."""
-    from gpu_exporter.dcgm_flags import ALIASES, FLAGS
+    from gpu_exporter.compat.flags import ALIASES, FLAGS
 
     rows = ["| dcgm-exporter flag | Variable | Here |", "|---|---|---|"]
     rows += [
@@ -111,8 +111,8 @@ def dcgm_exporter_field_list() -> str:
     """Every DCGM field served in dcgm-exporter mode (from the catalogue and the composed fields), then
     the rest of DCGM's device fields by id range with why they are not."""
     from gpu_exporter.catalogue import BY_KEY, METRICS
-    from gpu_exporter.compat import LABEL_FIELDS
-    from gpu_exporter.compat_fields import (
+    from gpu_exporter.compat.field_names import FIELD_IDS
+    from gpu_exporter.compat.fields import (
         BANDWIDTH_FIELDS,
         BANDWIDTH_SOURCE,
         COMPOSED,
@@ -124,7 +124,7 @@ def dcgm_exporter_field_list() -> str:
         LINK_ENTITY_FIELDS,
         NOT_SERVED,
     )
-    from gpu_exporter.dcgm_fields import FIELD_IDS
+    from gpu_exporter.compat.render import LABEL_FIELDS
 
     served: dict[int, tuple[str, str, str]] = {}
     for spec in METRICS:

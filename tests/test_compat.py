@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from gpu_exporter.cli import parse_settings
+from gpu_exporter.compat.counters import CountersError, defaults, load, parse
 from gpu_exporter.config import OPTIONS
-from gpu_exporter.counters import CountersError, defaults, load, parse
 from tests.harness import REPO, SCENARIOS, Exporter, free_port, samples, start, value
 from tests.test_exporter_e2e import scenario_values
 
@@ -479,7 +479,7 @@ DCGM_EXPORTER_4X_FLAGS = (
 
 def test_dcgm_exporter_4x_help_is_covered() -> None:
     """Every spelling and variable of dcgm-exporter 4.x's --help is one of ours (a FLAGS row or an alias)."""
-    from gpu_exporter.dcgm_flags import FLAGS
+    from gpu_exporter.compat.flags import FLAGS
 
     options = build_parser_options()
     variables = {name for option in OPTIONS for name in option.envs} | {flag.env for flag in FLAGS}
@@ -492,7 +492,7 @@ def test_dcgm_exporter_4x_help_is_covered() -> None:
 def test_every_warning_flag_out_of_process(fakenvml_dir: Path, tmp_path: Path) -> None:
     """One exporter given every dcgm-exporter setting that cannot apply here, as the chart would (its
     variables), serves as usual and logs one warning naming each."""
-    from gpu_exporter.dcgm_flags import FLAGS
+    from gpu_exporter.compat.flags import FLAGS
 
     inert = [flag for flag in FLAGS if flag.warn and not flag.option and not flag.setting]
     inert = [flag for flag in inert if not flag.names[0].startswith("--kubernetes-")]  # attribution: its own tests
@@ -513,7 +513,7 @@ def test_every_warning_flag_out_of_process(fakenvml_dir: Path, tmp_path: Path) -
 
 
 def test_every_dcgm_exporter_flag_and_variable_is_accepted() -> None:
-    from gpu_exporter.dcgm_flags import ALIASES, FLAGS
+    from gpu_exporter.compat.flags import ALIASES, FLAGS
 
     for flag in FLAGS:
         value = "true" if flag.switch else (flag.default or "f" if flag.parse.__name__ == "parse_devices" else "")
@@ -584,7 +584,7 @@ def test_every_field_kind_renamed_and_unsuppliable_names(fakenvml_dir: Path, tmp
 
 
 def test_full_field_table() -> None:
-    from gpu_exporter.dcgm_fields import FIELD_IDS, OLD_NAMES, field_id
+    from gpu_exporter.compat.field_names import FIELD_IDS, OLD_NAMES, field_id
 
     assert len(set(FIELD_IDS.values())) >= 626 and len(OLD_NAMES) == 41
     assert field_id("DCGM_FI_DEV_FB_USED_PERCENT") == field_id("DCGM_FI_DEV_FB_USED_RATIO") == 254
@@ -601,7 +601,7 @@ def test_full_field_table() -> None:
      (173, "Unknown Error"), (999, "Unknown Error")],
 )  # fmt: skip
 def test_xid_err_msg_texts_are_dcgm_exporters(code: int, text: str) -> None:
-    from gpu_exporter.compat_xid import XID_TEXTS, xid_text
+    from gpu_exporter.compat.xid import XID_TEXTS, xid_text
 
     assert xid_text(code) == text
     assert sorted(XID_TEXTS) == list(range(173))
@@ -638,7 +638,7 @@ def test_clock_events_count_counts_samples_in_the_window() -> None:
     """As dcgm-exporter: per reason, the reads within the window that had it active; only reasons
     seen; samples older than the window (or than the hour kept) drop out."""
     from gpu_exporter.catalogue import METRICS
-    from gpu_exporter.compat import clock_event_counts
+    from gpu_exporter.compat.render import clock_event_counts
     from gpu_exporter.sampling.derive import Windows
 
     windows = Windows(METRICS)
@@ -741,7 +741,7 @@ def test_remote_hostengine_names_the_host_label() -> None:
     settings = parse_settings(["-r", "gpu-box-3:5555"], {"NODE_NAME": "here"})
     assert settings.dcgm_exporter.remote_host == "gpu-box-3"
     assert parse_settings(["-r", "gpu-box-3:5555", "-k"], {}).dcgm_exporter.remote_host == ""  # -k: the node
-    from gpu_exporter.compat import plan
+    from gpu_exporter.compat.render import plan
 
     assert plan((), (), "nvml", True, "here", "Hostname", settings.dcgm_exporter).hostname == "gpu-box-3"
 
@@ -768,7 +768,7 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     byte: whole MiB on both, the same labels and order, the same values."""
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.compat import compat_renderer, needed_collectors, plan
+    from gpu_exporter.compat.render import compat_renderer, needed_collectors, plan
     from gpu_exporter.sampling.sampler import Sampler
     from tests.dcgmfake import from_scenario
 

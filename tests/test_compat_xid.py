@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpu_exporter.catalogue import PRECREATED_XIDS, XID_CODES
-from gpu_exporter.compat_xid import XID_TEXTS, xid_text
+from gpu_exporter.compat.xid import XID_TEXTS, xid_text
 from tests.harness import REPO, SCENARIOS, samples, start
 
 FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import METRICS
-from gpu_exporter.compat import LABEL_FIELDS
-from gpu_exporter.compat_fields import (
+from gpu_exporter.compat.field_names import FIELD_IDS
+from gpu_exporter.compat.fields import (
     BANDWIDTH_FIELDS,
     COMPOSED,
     DOUBLE_IDS,
@@ -21,7 +21,7 @@ from gpu_exporter.compat_fields import (
     fb_used_ratio,
     not_served_reason,
 )
-from gpu_exporter.dcgm_fields import FIELD_IDS
+from gpu_exporter.compat.render import LABEL_FIELDS
 from tests.harness import SCENARIOS, start
 
 #: The last Xid (DCGM_FI_DEV_XID_ERRORS), served from the xid collector's events.

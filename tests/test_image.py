@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpu_exporter.counters import DEFAULT_COUNTERS_CSV
+from gpu_exporter.compat.counters import DEFAULT_COUNTERS_CSV
 from tests.harness import REPO, SCENARIOS, free_port, samples
 from tests.harness import tool as harness_tool
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from gpu_exporter import model
-from gpu_exporter.compat_fields import BANDWIDTH_FIELDS, BANDWIDTH_LINKS, BANDWIDTH_TOTAL, NvlinkBandwidth
+from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, BANDWIDTH_LINKS, BANDWIDTH_TOTAL, NvlinkBandwidth
 from tests.harness import REPO, SCENARIOS, Exporter, samples, start, value
 from tests.test_faults import wait_for
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_exporter.counters import defaults
+from gpu_exporter.compat.counters import defaults
 from tests.harness import SCENARIOS, Exporter, samples, start, value
 
 #: h100x4's GPUs are bare metal (no vgpu_license keys); here gpu0 holds a licence, gpu1 is a vGPU guest

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
-from gpu_exporter.dcgm_flags import DcgmOptions, resolve, with_remote_host
+from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")

@@ -5,7 +5,7 @@ collector ``nvlink``: values NVML offers only as field values, read in the GPU's
 The NVLink5 counters (NVML fields 201-221, 235-250) exist on Blackwell and newer; elsewhere each entry
 answers NOT_SUPPORTED once and is not asked again. DCGM serves them as GPU fields (1200-1219, 1404-1419)
 holding NVML's sum over the links (DCGM asks scopeId UINT_MAX on NVLink5): the compatibility profile
-composes that sum from these per-link rows (:mod:`gpu_exporter.compat_fields`). The DCGM backend does not
+composes that sum from these per-link rows (:mod:`gpu_exporter.compat.fields`). The DCGM backend does not
 read them per link (that needs DCGM link-entity watches), so they have no DCGM source.
 
 The C2C fields (NVML 170-172, 231-234) are read with scopeId 0, as DCGM's cache manager asks for them

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_exporter.dcgm_flags import DcgmOptions
+from gpu_exporter.compat.flags import DcgmOptions
 from gpu_exporter.sampling.snapshot import DeviceView
 
 Labels = list[tuple[str, str]]

@@ -16,7 +16,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_exporter.dcgm_fields import field_id
+from gpu_exporter.compat.field_names import field_id
 
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
 

@@ -9,7 +9,7 @@ instance id's, so the first instance of GPU 1 is entity 8 whatever its ``GPU_I_I
 
 from __future__ import annotations
 
-from gpu_exporter.dcgm_flags import Devices
+from gpu_exporter.compat.flags import Devices
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.snapshot import DeviceView, Frame
 

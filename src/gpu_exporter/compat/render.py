@@ -26,8 +26,10 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
-from gpu_exporter.compat_devices import monitored, unmatched_ids
-from gpu_exporter.compat_fields import (
+from gpu_exporter.compat.counters import Counter
+from gpu_exporter.compat.devices import monitored, unmatched_ids
+from gpu_exporter.compat.field_names import FIELD_IDS, field_id
+from gpu_exporter.compat.fields import (
     BANDWIDTH_FIELDS,
     BANDWIDTH_KEYS,
     COMPOSED,
@@ -45,12 +47,10 @@ from gpu_exporter.compat_fields import (
     fb_used_ratio,
     link_entities,
 )
-from gpu_exporter.compat_pods import attributed, first_wins, hpc_jobs
-from gpu_exporter.compat_pods import pod_labels as _pods
-from gpu_exporter.compat_xid import xid_text
-from gpu_exporter.counters import Counter
-from gpu_exporter.dcgm_fields import FIELD_IDS, field_id
-from gpu_exporter.dcgm_flags import DcgmOptions
+from gpu_exporter.compat.flags import DcgmOptions
+from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
+from gpu_exporter.compat.pods import pod_labels as _pods
+from gpu_exporter.compat.xid import xid_text
 from gpu_exporter.exposition.encoder import encode_format, render_text
 from gpu_exporter.exposition.families import self_families
 from gpu_exporter.exposition.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
@@ -58,7 +58,8 @@ from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Frame, Rendered
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.compat.render")
 
 #: Label fields by DCGM field id (a CSV may use any spelling of the field's name).
 LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {

@@ -17,7 +17,7 @@ import bcrypt
 import httpx
 import pytest
 
-from gpu_exporter.webconfig import WebConfigError, load
+from gpu_exporter.http.webconfig import WebConfigError, load
 from tests.harness import Exporter
 from tests.webtls import bcrypt_hash, launch
 

@@ -130,7 +130,7 @@ def test_pod_resources_socket_unreachable(fakenvml_dir: Path, tmp_path: Path) ->
 
 def test_profiling_permission_from_the_kernel_module_setting(tmp_path: Path) -> None:
     """The check itself, on a /proc tree of each kind (no DCGM here, so not through the command)."""
-    from gpu_exporter.status.doctor import Finding, profiling
+    from gpu_exporter.commands.doctor import Finding, profiling
 
     reachable, absent = Finding("DCGM", "ok", "host engine reachable"), Finding("DCGM", "skip", "not installed")
     params = tmp_path / "driver" / "nvidia" / "params"

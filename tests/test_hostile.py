@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gpu_exporter.cli import _load_counters, parse_settings
 from gpu_exporter.compat.counters import CountersError
 from gpu_exporter.config import ConfigError
-from gpu_exporter.webconfig import WebConfigError, load
+from gpu_exporter.http.webconfig import WebConfigError, load
 from tests.harness import SCENARIOS
 from tests.webtls import launch, open_fds
 

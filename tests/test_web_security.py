@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpu_exporter.webconfig import WebConfigError, load
+from gpu_exporter.http.webconfig import WebConfigError, load
 from tests.harness import REPO, Exporter
 from tests.webtls import Certs, bcrypt_hash, issue, launch, make_ca, make_certs, open_fds
 

@@ -59,7 +59,7 @@ from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Frame, Rendered
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.compat.render")
+log = logging.getLogger("gpu_exporter.compat")
 
 #: Label fields by DCGM field id (a CSV may use any spelling of the field's name).
 LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {

@@ -1,6 +1,6 @@
 """One HTTP/1.1 exchange on a connection: reading a request within the limits (header size and
 deadline, body size), basic auth, handing it to the ASGI app, and writing the answer. The server
-(:mod:`gpu_exporter.server`) owns the sockets and the lifecycle and mixes this in."""
+(:mod:`gpu_exporter.http.server`) owns the sockets and the lifecycle and mixes this in."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from urllib.parse import unquote
 
 import h11
 
-from gpu_exporter.auth import Credentials, Verdict
 from gpu_exporter.config import Settings
-from gpu_exporter.webconfig import WebConfig, WebConfigSource
+from gpu_exporter.http.auth import Credentials, Verdict
+from gpu_exporter.http.webconfig import WebConfig, WebConfigSource
 
 log = logging.getLogger("gpu_exporter.server")
 
@@ -59,7 +59,7 @@ def _reason(status: int) -> bytes:
 
 
 class Exchange:
-    """Request handling, mixed into :class:`~gpu_exporter.server.Server` (which sets the attributes)."""
+    """Request handling, mixed into :class:`~gpu_exporter.http.server.Server` (which sets the attributes)."""
 
     settings: Settings
     credentials: Credentials

@@ -30,9 +30,9 @@ from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
-from gpu_exporter.auth import Credentials
 from gpu_exporter.config import Settings
-from gpu_exporter.exchange import (
+from gpu_exporter.http.auth import Credentials
+from gpu_exporter.http.exchange import (
     MAX_HEADER_BYTES,
     ASGIApp,
     Exchange,
@@ -41,11 +41,12 @@ from gpu_exporter.exchange import (
     _peer,
     _san_allowed,
 )
-from gpu_exporter.lifespan import Lifespan
+from gpu_exporter.http.lifespan import Lifespan
+from gpu_exporter.http.webconfig import WebConfigSource
 from gpu_exporter.logs import flush_repeats
-from gpu_exporter.webconfig import WebConfigSource
 
-log = logging.getLogger(__name__)
+# The logger keeps its name from before the package layout: log lines print it and users filter on it.
+log = logging.getLogger("gpu_exporter.server")
 
 
 SHUTDOWN_GRACE = 5.0

@@ -22,10 +22,10 @@ from gpu_exporter.attribution.join import attributor_for, known_gpus
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.commands import doctor
 from gpu_exporter.config import ConfigError, Settings
 from gpu_exporter.logs import setup
 from gpu_exporter.sampling.sampler import Sampler
-from gpu_exporter.status import doctor
 from gpu_exporter.status.terminal import render
 from gpu_exporter.status.view import status
 

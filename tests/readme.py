@@ -1,5 +1,7 @@
-"""The README's generated sections (flag table and metric table), from the option table and the
-catalogue. ``python -m tests.readme`` rewrites them in place; a test fails when they drift.
+"""The documentation's generated sections, from the option table, the catalogue and the dcgm-exporter
+tables: the flag table (docs/configuration.md), the metric table (docs/metrics.md) and dcgm-exporter's
+fields and flags (docs/dcgm-exporter-compatibility.md), each between ``<!-- generated:NAME -->`` and
+``<!-- end:NAME -->``. ``python -m tests.readme`` rewrites them in place; a test fails when they drift.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, coll
 from tests.harness import REPO
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 
 
 def flag_table() -> str:
@@ -183,21 +186,30 @@ SECTIONS = {
     "dcgm-exporter-fields": dcgm_exporter_field_list,
 }
 
+#: Each generated file and the sections it holds, in the order they appear in it.
+GENERATED = {
+    DOCS / "configuration.md": ("flags",),
+    DOCS / "metrics.md": ("metrics",),
+    DOCS / "dcgm-exporter-compatibility.md": ("dcgm-exporter-fields", "dcgm-exporter-flags"),
+}
 
-def render(text: str) -> str:
-    """``text`` with every generated section replaced by its current content."""
-    for name, build in SECTIONS.items():
+
+def render(text: str, names: tuple[str, ...], where: str = "the file") -> str:
+    """``text`` with each generated section of ``names`` replaced by its current content."""
+    for name in names:
         start, end = f"<!-- generated:{name} -->", f"<!-- end:{name} -->"
         before, found, rest = text.partition(start)
         if not found:
-            raise SystemExit(f"README.md lacks the marker {start}")
+            raise SystemExit(f"{where} lacks the marker {start}")
         _, found_end, after = rest.partition(end)
         if not found_end:
-            raise SystemExit(f"README.md lacks the marker {end}")
-        text = f"{before}{start}\n{build()}\n{end}{after}"
+            raise SystemExit(f"{where} lacks the marker {end}")
+        text = f"{before}{start}\n{SECTIONS[name]()}\n{end}{after}"
     return text
 
 
 if __name__ == "__main__":
-    README.write_text(render(README.read_text()))
-    sys.stdout.write("README.md sections regenerated\n")
+    for path, names in GENERATED.items():
+        where = str(path.relative_to(REPO))
+        path.write_text(render(path.read_text(), names, where))
+        sys.stdout.write(f"{where}: {', '.join(names)} regenerated\n")

@@ -58,7 +58,7 @@ LIMITS = {
     "gpu_nvswitch_temperature_celsius": "gpu_nvswitch_temperature_slowdown_threshold_celsius",
 }
 EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
-#: Labels a process or an allocation adds after its GPU's (or MIG instance's) own (README's metric table).
+#: Labels a process or an allocation adds after its GPU's (or MIG instance's) own (docs/metrics.md's metric table).
 ENTITY_LABELS = {
     "process": ("pid", "process", "user", "pod_uid", "slurm_job"),
     "pod": ("namespace", "pod", "container"),

@@ -2,7 +2,7 @@
 against the scenario, problems in words, processes with user and memory, Xid with its description,
 every name escaped; then the page in headless Chromium (DOM after the script ran, and a screenshot).
 
-Regenerate the README's screenshot with ``UPDATE_SCREENSHOT=1 .venv/bin/pytest tests/test_status.py``.
+Regenerate the screenshot of docs/status-page.md with ``UPDATE_SCREENSHOT=1 .venv/bin/pytest tests/test_status.py``.
 """
 
 from __future__ import annotations

@@ -766,10 +766,10 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     """Parity in dcgm-exporter mode: the same host state through NVML (the real process) and DCGM
     (DcgmBackend on tests/dcgmfake.py, the real Sampler) renders the same DCGM_* lines, byte for
     byte: whole MiB on both, the same labels and order, the same values."""
+    from gpu_exporter.assemble import bare_sampler
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.compat.render import compat_renderer, needed_collectors, plan
-    from gpu_exporter.sampling.sampler import Sampler
+    from gpu_exporter.compat.render import needed_collectors, plan
     from tests.dcgmfake import from_scenario
 
     text = (SCENARIOS / scenario).read_text()
@@ -779,10 +779,10 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     finally:
         exporter.stop()
     specs = enabled_specs(DEFAULT_COLLECTORS | needed_collectors(load(str(FIXTURE)), "dcgm"))  # as the app does
-    renderer = compat_renderer(plan(load(str(FIXTURE)), specs, "dcgm", True, "gpu-node-7", "Hostname"))
+    compat_plan = plan(load(str(FIXTURE)), specs, "dcgm", True, "gpu-node-7", "Hostname")
     fake = from_scenario(text)
-    sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True,
-                      renderer=renderer)  # fmt: skip
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True,
+                      compat=compat_plan)  # fmt: skip
     try:
         dcgm = sampler.run_cycle().rendered.text.decode()
     finally:

@@ -204,9 +204,9 @@ def test_unknown_group_and_bad_address_raise_typed_errors(adapter: tuple[DcgmAda
 
 def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole path with the real adapter (stub bindings underneath): values, MIG and Xids."""
+    from gpu_exporter.assemble import bare_sampler
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.sampling.sampler import Sampler
     from tests.harness import samples, value
 
     _forget_bindings()
@@ -214,7 +214,7 @@ def test_backend_runs_on_the_real_adapter_over_the_stub_bindings(monkeypatch: py
     collectors = DEFAULT_COLLECTORS | {"profiling", "nvlink", "nvswitch"}
     specs = enabled_specs(collectors)
     backend = DcgmBackend(load_adapter, specs, 3600.0)
-    sampler = Sampler(backend, specs, 3600.0, "stub", watch_events=True)
+    sampler = bare_sampler(backend, specs, 3600.0, "stub", watch_events=True)
     try:
         first = samples(sampler.run_cycle().rendered.text.decode())
         import dcgm_agent  # the stub engine, as the adapter imported it

@@ -145,9 +145,9 @@ def test_a_gpu_whose_values_only_go_stale_stays_up_and_its_values_are_dropped(ru
     runs.append(run)
     run.sampler.stop()
     run.backend = DcgmBackend(lambda: fake, specs, 1.0, clock=run.clock, wall=lambda: now[0])
-    from gpu_exporter.sampling.sampler import Sampler
+    from gpu_exporter.assemble import bare_sampler
 
-    run.sampler = Sampler(run.backend, specs, 1.0, "test", watch_events=True, clock=run.clock)
+    run.sampler = bare_sampler(run.backend, specs, 1.0, "test", watch_events=True, clock=run.clock)
     run.cycle()
     fake.aged = {(FE_GPU, 0): int((now[0] - 600) * 1e6)}  # the engine stopped updating GPU 0 600 s ago
     for _ in range(3):
@@ -257,11 +257,11 @@ def test_auto_falls_back_to_nvml_when_dcgm_answers_no_gpu_value(monkeypatch: pyt
 def test_a_hung_re_enumeration_is_counted_while_gpu_reads_go_on() -> None:
     """The sampler's real clock, a short interval, and re-enumeration due every cycle: the engine's
     entity listing hangs; every GPU is still read each cycle and each cycle it hangs is counted."""
-    from gpu_exporter.sampling.sampler import Sampler
+    from gpu_exporter.assemble import bare_sampler
 
     fake = on("4.6.0")
     specs = enabled_specs(ALL)
-    sampler = Sampler(DcgmBackend(lambda: fake, specs, 0.2), specs, 0.2, "test", rediscover_interval=0.01)
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 0.2), specs, 0.2, "test", rediscover_interval=0.01)
     release, entered = threading.Event(), threading.Event()
     real_entities = fake.entities
 

@@ -211,16 +211,16 @@ def _link_id(release: str, owner: int, port: int) -> int:
 def test_nvswitch_ports_are_served_with_the_releases_link_ids(host: Host) -> None:
     """Switch 1's port 3 through the backend: the adapter must name the port as the engine of the
     release does, or the engine refuses it (the issue: 3.x lost every port of a switch other than 0)."""
+    from gpu_exporter.assemble import bare_sampler
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, NVSWITCH_PORT_ERRORS, enabled_specs
-    from gpu_exporter.sampling.sampler import Sampler
 
     kind, field_id = NVSWITCH_PORT_ERRORS[0]
     host.engine.add_nvswitch(0, [0], {863: int64(0)})
     host.engine.add_nvswitch(1, [3], {863: int64(1)}, port_fields={3: {field_id: int64(7)}})
     assert (FE_LINK, _link_id(host.release, 1, 3)) in {e.key for e in host.adapter.entities()}
     specs = enabled_specs(DEFAULT_COLLECTORS | {"nvswitch"})
-    sampler = Sampler(DcgmBackend(lambda: host.adapter, specs, 3600.0), specs, 3600.0, "releases")
+    sampler = bare_sampler(DcgmBackend(lambda: host.adapter, specs, 3600.0), specs, 3600.0, "releases")
     try:
         parsed = samples(sampler.run_cycle().rendered.text.decode())
     finally:

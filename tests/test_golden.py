@@ -75,10 +75,10 @@ def test_promtool_check_metrics_is_silent(fakenvml_dir: Path, tmp_path: Path, na
 def _dcgm_fabric() -> str:
     """The h100x4 host on the DCGM fake with NVLink and NVSwitch collectors on, two NVSwitches added
     (one with a port down, one with a blank temperature and a fatal SXid), one cycle in process."""
+    from gpu_exporter.assemble import bare_sampler
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.backends.dcgm.values import INT64_BLANK
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.sampling.sampler import Sampler
     from tests.dcgmfake import from_scenario, int64
 
     fake = from_scenario((SCENARIOS / "h100x4.scn").read_text())
@@ -95,7 +95,7 @@ def _dcgm_fabric() -> str:
     collectors = DEFAULT_COLLECTORS | {"nvlink", "nvswitch"}
     specs = enabled_specs(collectors)
     backend = DcgmBackend(lambda: fake, specs, 3600.0)
-    sampler = Sampler(backend, specs, 3600.0, "golden", watch_events=True)
+    sampler = bare_sampler(backend, specs, 3600.0, "golden", watch_events=True)
     try:
         return sampler.run_cycle().rendered.text.decode()
     finally:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.catalogue import BY_KEY, DEFAULT_COLLECTORS, FIXED, METRICS, enabled_specs, links
-from gpu_exporter.sampling.sampler import Sampler
 from tests.dcgmfake import from_scenario, scenario_keys
 from tests.harness import SCENARIOS, VOLATILE, Labels, samples, start
 
@@ -82,7 +82,7 @@ def dcgm_exposition(text: str, collectors: frozenset[str] = DEFAULT_COLLECTORS, 
     fake = from_scenario(text)
     fake.release = release
     fake.__post_init__()
-    sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
     try:
         return sampler.run_cycle().rendered.text.decode()
     finally:
@@ -198,7 +198,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     (the real process) and DCGM (the backend on tests/dcgmfake.py): the same DCGM_* lines, byte for byte,
     in DCGM's types (INT64 fields whole, framebuffer and BAR1 in whole MiB)."""
     from gpu_exporter.compat.counters import load
-    from gpu_exporter.compat.render import compat_renderer, plan
+    from gpu_exporter.compat.render import plan
 
     csv = tmp_path / "every-field.csv"
     csv.write_text(every_field_csv())
@@ -216,10 +216,10 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     finally:
         exporter.stop()
     specs = enabled_specs(DEFAULT_COLLECTORS | set(extra))
-    renderer = compat_renderer(plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", "Hostname"))
+    compat_plan = plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", "Hostname")
     fake = from_scenario(text)
-    sampler = Sampler(
-        DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True, renderer=renderer
+    sampler = bare_sampler(
+        DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True, compat=compat_plan
     )
     try:
         dcgm = sampler.run_cycle().rendered.text.decode()
@@ -288,7 +288,7 @@ def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_p
             raw = float(keys[f"gpu{gpu}.gpm.{level}"])
             fake.values[(FE_GPU, gpu)][field_id] = double(raw / 100) if field_id <= 1008 else int64(int(raw * MIB))
     specs = enabled_specs(DEFAULT_COLLECTORS | {"profiling"})
-    sampler = Sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True)
     try:
         dcgm = comparable(sampler.run_cycle().rendered.text.decode())
     finally:

@@ -11,10 +11,10 @@ import threading
 import time
 from pathlib import Path
 
+from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.values import FE_GPU
 from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-from gpu_exporter.sampling.sampler import Sampler
 from tests.dcgmfake import int64
 from tests.harness import SCENARIOS, samples, start, value
 from tests.test_dcgm_backend import host
@@ -102,7 +102,7 @@ def test_a_hung_dcgm_read_stalls_only_its_gpu_and_never_the_sampler() -> None:
     fake = host(gpus=3, mig_on_last=False)
     interval = 0.25
     specs = enabled_specs(DEFAULT_COLLECTORS)
-    sampler = Sampler(DcgmBackend(lambda: fake, specs, interval), specs, interval, "test", watch_events=True)
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, interval), specs, interval, "test", watch_events=True)
     published: list[float] = []
     sampler.start()
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.encoder import choose
-from gpu_exporter.sampling.snapshot import Rendered
 from tests.harness import SCENARIOS, Exporter, start
 
 PROMETHEUS = {

@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gpu_exporter.attribution.join import attributor_for, known_gpus
+from gpu_exporter.assemble import sampler_for
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat.counters import Counter
-from gpu_exporter.compat.render import compat_renderer, needed_collectors, plan
+from gpu_exporter.compat.render import needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
@@ -75,20 +75,14 @@ def create_app(
                 "--collector.nvswitch needs the DCGM backend (%s cannot see NVSwitches): no NVSwitch series",
                 backend.name,
             )
-        watch_events = "xid" in collectors
-        renderer, clock_window = None, 0.0
+        compat_plan = None
         if compat is not None:
             compat_plan = plan(
-                compat, specs, backend.name, watch_events, hostname, settings.hostname_label, settings.dcgm_exporter
-            )
-            renderer, clock_window = compat_renderer(compat_plan), compat_plan.clock_window_seconds
-        attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
-        holder["sampler"] = running = Sampler(
-            backend, specs, settings.collect_interval, reason, watch_events=watch_events, renderer=renderer,
-            vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
-            rediscover_interval=settings.rediscover_interval, clock_window=clock_window,
-            attributor=attributor,
-        )  # fmt: skip
+                compat, specs, backend.name, "xid" in collectors, hostname, settings.hostname_label,
+                settings.dcgm_exporter,
+            )  # fmt: skip
+        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan)
+        holder["sampler"] = running
         attributor.start()
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.

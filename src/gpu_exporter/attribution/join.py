@@ -26,7 +26,6 @@ from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
-from gpu_exporter.sampling.processes import fold
 from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,6 @@ class Attributor:
     def __init__(
         self,
         procfs: Path = Path("/proc"),
-        max_processes: int = 16,
         hpc_job_dir: str = "",
         kubelet: Kubelet | None = None,
         pod_names: PodNames | None = None,
@@ -99,7 +97,6 @@ class Attributor:
         names: FactsSource | None = None,
     ) -> None:
         self._names = names if names is not None else ProcessNames(procfs, passwd)
-        self._max_processes = max_processes
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
         self._kubelet = kubelet
         self._pod_names = pod_names
@@ -131,8 +128,7 @@ class Attributor:
         return out
 
     def apply(self, reading: RawReading, device: DeviceIdentity) -> None:
-        """Fold processes beyond the limit, label processes, and add the GPU's allocations."""
-        fold(reading, self._max_processes)
+        """Label processes (the sampler folded those beyond its limit already) and add the GPU's allocations."""
         parents = {entity.uid: entity for entity in reading.raw if entity.kind in ("gpu", "mig")}
         gpu = model.gpu(device.index, device.uuid)
         parents.setdefault(gpu.uid, gpu)
@@ -259,7 +255,6 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         scenario_names = ScenarioNames(resolve(settings.simulate))
     return Attributor(
         Path(settings.procfs),
-        settings.max_processes,
         settings.hpc_job_dir,
         kubelet,
         names,

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs
@@ -148,7 +149,7 @@ def _nvml(settings: Settings, module_version: str) -> tuple[list[Finding], Sampl
     findings.append(Finding("GPUs visible", "ok", f"{len(devices)}: " + ", ".join(d.name for d in devices)))
     # The profiling collector too, so each GPU's GPM is tried (two samples) and reported.
     specs = enabled_specs(settings.collectors | {"profiling"})
-    sampler = Sampler(backend, specs, 1.0, reason, watch_events=False)
+    sampler = bare_sampler(backend, specs, 1.0, reason, watch_events=False)
     return findings, sampler
 
 

@@ -18,14 +18,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from gpu_exporter.attribution.join import attributor_for, known_gpus
+from gpu_exporter.assemble import sampler_for
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
-from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.commands import doctor
 from gpu_exporter.config import ConfigError, Settings
 from gpu_exporter.logs import setup
-from gpu_exporter.sampling.sampler import Sampler
 from gpu_exporter.status.terminal import render
 from gpu_exporter.status.view import status
 
@@ -77,15 +75,10 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
     except BackendUnavailable as err:
         print(f"gpu-exporter snapshot: no GPU data: {err}", file=sys.stderr)
         return NO_GPU
-    holder: dict[str, Sampler] = {}
-    attributor = attributor_for(settings, lambda: known_gpus(holder["sampler"].snapshot.devices))
     # Sampled at -c (--collect-interval, 1 s by default), as the daemon would: rates and GPM ratios are
     # over that interval; --watch SECONDS prints (and samples) at its own period.
     interval = ours.watch if isinstance(ours.watch, float) else settings.collect_interval
-    holder["sampler"] = sampler = Sampler(
-        backend, enabled_specs(settings.collectors), interval, reason, watch_events="xid" in settings.collectors,
-        attributor=attributor, unsupported_retry=settings.unsupported_retry,
-    )  # fmt: skip
+    sampler, attributor = sampler_for(settings, backend, reason, settings.collectors, interval=interval)
     color = not ours.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
     hostname = os.environ.get("NODE_NAME") or socket.gethostname()
     attributor.start()

@@ -51,12 +51,14 @@ from gpu_exporter.compat.flags import DcgmOptions
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
 from gpu_exporter.compat.xid import xid_text
+from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.encoder import encode_format, render_text
 from gpu_exporter.exposition.families import self_families
 from gpu_exporter.exposition.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
 from gpu_exporter.model import Entity
-from gpu_exporter.sampling.events import XidTally
-from gpu_exporter.sampling.snapshot import DeviceView, Frame, Rendered
+from gpu_exporter.sampling.consumers import Memory
+from gpu_exporter.sampling.events import RECENT_SECONDS, XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, Frame
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger("gpu_exporter.compat")
@@ -118,6 +120,13 @@ class CompatPlan:
         0 when the counters list does not ask for it."""
         asked = any(item.field_id == _CLOCK_COUNT for item in self.items)
         return self.options.clock_window_ms / 1000 if asked else 0.0
+
+    @property
+    def memory(self) -> Memory:
+        """What the sampler keeps for this plan beyond current values: the raw vendor values (units are
+        scaled once from them), clock-event samples for DCGM_EXP_CLOCK_EVENTS_COUNT and recent Xids for
+        DCGM_EXP_XID_ERRORS_COUNT."""
+        return Memory(raw=True, clock_events_seconds=self.clock_window_seconds, xids_seconds=RECENT_SECONDS)
 
 
 def plan(

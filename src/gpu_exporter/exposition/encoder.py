@@ -5,7 +5,7 @@ The encoder writes Prometheus text 0.0.4 or OpenMetrics 1.0.0, byte for byte wha
 prometheus_client's two ``generate_latest`` encoders write for gpu-exporter's families (gauges and
 counters, no timestamps or exemplars; a test holds them to the same bytes) at about a tenth of the
 cost: the label part of a line, which repeats every cycle, is cached. Nothing is encoded on the
-sampler thread: a snapshot carries a :class:`~gpu_exporter.sampling.snapshot.Rendered` that builds the
+sampler thread: a snapshot carries a :class:`~gpu_exporter.exposition.cache.Rendered` that builds the
 families and encodes a format (Prometheus text 0.0.4 or OpenMetrics 1.0.0, plain or gzip) when a
 scrape first asks for it by its ``Accept`` and ``Accept-Encoding`` headers, and keeps the bytes for
 the scrapes after it.
@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client.core import Metric
 
+from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.naming import NATIVE, Profile
-from gpu_exporter.sampling.snapshot import Rendered
+from gpu_exporter.sampling.snapshot import Exposition
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -153,7 +154,7 @@ def negotiate(accept: str, accept_encoding: str) -> tuple[str, bool]:
     return "openmetrics" if use_openmetrics else "text", _accepted(accept_encoding).get("gzip", 0.0) > 0
 
 
-def pick(rendered: Rendered, name: str, gzipped: bool) -> tuple[bytes, str]:
+def pick(rendered: Exposition, name: str, gzipped: bool) -> tuple[bytes, str]:
     """The body and content type of format ``name`` (text where the snapshot has no such format),
     encoding it first if no scrape has asked for it yet."""
     body = rendered.get(name, gzipped)
@@ -162,14 +163,14 @@ def pick(rendered: Rendered, name: str, gzipped: bool) -> tuple[bytes, str]:
     return body or b"", _CONTENT_TYPES[name]
 
 
-def is_ready(rendered: Rendered, name: str, gzipped: bool) -> bool:
+def is_ready(rendered: Exposition, name: str, gzipped: bool) -> bool:
     """True when :func:`pick` would not encode anything (the bytes are made already)."""
     if not rendered.ready(name, gzipped):
         return False
     return rendered.get(name, gzipped) is not None or rendered.ready("text", gzipped)
 
 
-def choose(rendered: Rendered, accept: str, accept_encoding: str) -> tuple[bytes, str, bool]:
+def choose(rendered: Exposition, accept: str, accept_encoding: str) -> tuple[bytes, str, bool]:
     """The body, its content type and whether it is gzip-encoded, for these request headers."""
     name, gzipped = negotiate(accept, accept_encoding)
     body, content_type = pick(rendered, name, gzipped)

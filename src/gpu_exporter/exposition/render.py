@@ -3,16 +3,15 @@ a scrape first asks for a format (never on the sampler thread)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from prometheus_client.core import Metric
 
 from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.encoder import lazily
 from gpu_exporter.exposition.families import device_families, fabric_families, self_families
-from gpu_exporter.sampling.snapshot import Frame, Rendered
-
-Renderer = Callable[[Frame], Rendered]
+from gpu_exporter.sampling.snapshot import Frame, Renderer
 
 
 def native_renderer(specs: Sequence[MetricSpec]) -> Renderer:

@@ -48,8 +48,9 @@ def _row(backend: str, key: str) -> _Row | None:
     return rows[key]
 
 
-def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Converted:
-    """Convert one read; every answered pair is reported to ``memo``, every unsupported one too.
+def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: bool = True) -> Converted:
+    """Convert one read; every answered pair is reported to ``memo``, every unsupported one too; the raw
+    vendor value behind each kept value is kept too when ``keep_raw`` (only dcgm-exporter's names need it).
 
     Each value is ``raw × scale`` as :func:`~gpu_exporter.catalogue.spec.scaled` computes it (the
     numerator, then the denominator), kept when the raw value is no driver sentinel and the value lies
@@ -76,7 +77,10 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo) -> Convert
                 log.debug("%s %s: implausible raw value %r dropped", uid, key, raw)
         drop_inconsistent(values, out.invalid)
         out.values[entity] = values
-        out.raw[entity] = kept if len(kept) == len(values) else {key: raw for key, raw in kept.items() if key in values}
+        if keep_raw:
+            out.raw[entity] = (
+                kept if len(kept) == len(values) else {key: raw for key, raw in kept.items() if key in values}
+            )
     for entity, key, what in reading.unsupported:
         memo.unsupported(entity.uid, key, what, group(entity))
     return out

@@ -14,7 +14,8 @@ from gpu_exporter.backends.base import Event
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger("gpu_exporter.pipeline.events")
 
-#: Recent Xids kept per GPU for windowed counts (dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT).
+#: The longest time recent Xids are kept per GPU for windowed counts (dcgm-exporter's
+#: DCGM_EXP_XID_ERRORS_COUNT).
 RECENT_SECONDS = 3600.0
 _RECENT_MAX = 1000
 
@@ -43,7 +44,10 @@ class _Counts:
 class EventTallies:
     """Counts by GPU UUID; only the sampler thread touches it."""
 
-    def __init__(self) -> None:
+    def __init__(self, recent_seconds: float = RECENT_SECONDS) -> None:
+        """``recent_seconds``: how long each Xid is kept with its time for windowed counts (at most
+        :data:`RECENT_SECONDS`; 0 keeps none: only dcgm-exporter's names count over a window)."""
+        self._recent = min(recent_seconds, RECENT_SECONDS)
         self._counts: dict[str, _Counts] = {}
         self._frozen: dict[str, XidTally] = {}
 
@@ -55,8 +59,9 @@ class EventTallies:
             if event.xid is not None:
                 counts.xid[event.xid] = counts.xid.get(event.xid, 0) + 1
                 counts.last_xid_at, counts.last_xid = event.at, event.xid
-                counts.recent.append((event.at, event.xid))
-                while counts.recent and counts.recent[0][0] < event.at - RECENT_SECONDS:
+                if self._recent > 0:
+                    counts.recent.append((event.at, event.xid))
+                while counts.recent and counts.recent[0][0] < event.at - self._recent:
                     counts.recent.popleft()
                 log.warning("%s: Xid %d", event.uuid, event.xid)
             if event.ecc is not None:

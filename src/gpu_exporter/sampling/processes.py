@@ -8,6 +8,8 @@ from gpu_exporter.backends.base import RawReading
 from gpu_exporter.model import OTHER_PID, Entity
 
 _MEMORY = "gpu_process_memory_used_bytes"
+#: Process series kept per GPU or MIG instance unless configured (--collector.processes.max-per-gpu).
+MAX_PROCESSES = 16
 
 
 def fold(reading: RawReading, limit: int) -> None:

@@ -26,26 +26,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
-from gpu_exporter.attribution.join import Attributor
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
 from gpu_exporter.catalogue import MetricSpec
-from gpu_exporter.exposition.render import Renderer, native_renderer
 from gpu_exporter.model import Entity
+from gpu_exporter.sampling.consumers import Attribution, Memory
 from gpu_exporter.sampling.convert import Converted, convert
-from gpu_exporter.sampling.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
+from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
 from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
+from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
 from gpu_exporter.sampling.readpool import ReadPool
 from gpu_exporter.sampling.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
-from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, SelfStats, Snapshot
+from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
 from gpu_exporter.sampling.worker import Result, Worker
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger("gpu_exporter.sampler")
 _Values = dict[Entity, dict[str, float]]
 
-__all__ = ["STALE_INTERVALS", "Sampler", "native_renderer"]
+__all__ = ["STALE_INTERVALS", "Sampler"]
 
 #: Fraction of an interval a cycle waits for its reads before publishing without the late ones.
 WAIT_FRACTION = 0.8
@@ -89,38 +89,42 @@ class Sampler:
         backend: Backend,
         specs: Sequence[MetricSpec],
         interval: float,
-        backend_reason: str = "selected",
+        backend_reason: str,
+        *,
+        renderer: Renderer,
+        attribution: Attribution,
+        memory: Memory,
         watch_events: bool = True,
-        renderer: Renderer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         vanished_retention: float = VANISHED_RETENTION_SECONDS,
         unsupported_retry: float = RETRY_SECONDS,
-        attributor: Attributor | None = None,
         rediscover_interval: float = REDISCOVER_SECONDS,
-        clock_window: float | None = None,
+        max_processes: int = MAX_PROCESSES,
     ) -> None:
+        """``renderer`` turns each cycle's frame into its exposition, ``attribution`` labels each GPU's
+        processes and adds its allocations (on the read's thread, after processes beyond
+        ``max_processes`` per GPU are folded), ``memory`` is what the renderer needs kept beyond
+        current values (:mod:`gpu_exporter.assemble` builds all three)."""
         self._backend = backend
         self._specs = tuple(specs)
         self._plan = Plan(self._specs, backend.name)
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events
-        self._render = renderer or native_renderer(self._specs)
+        self._render = renderer
         self._clock = clock
         self._wall = wall_clock
         self._retention = vanished_retention
         self._rediscover = rediscover_interval
         self._enumerated_at = 0.0  # monotonic time of the last successful open or enumeration
-        self._attributor = attributor or Attributor()
+        self._attribution = attribution
+        self._max_processes = max_processes
+        self._memory = memory
         self._memo = UnsupportedMemo(unsupported_retry, clock)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
-        # Clock-event samples are read by dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT only: the caller
-        # says how long its window is; unsaid, none under native names and an hour under another renderer.
-        if clock_window is None:
-            clock_window = 0.0 if renderer is None else WINDOW_MEMORY_SECONDS
-        self._windows = Windows(self._specs, clock_window)
-        self._tallies = EventTallies()
+        self._windows = Windows(self._specs, memory.clock_events_seconds)
+        self._tallies = EventTallies(memory.xids_seconds)
         self._done = threading.Condition()
         self._reads = ReadPool(READ_CONCURRENCY, SLOW_READ_SECONDS, self._done)
         self._stop = threading.Event()
@@ -357,7 +361,9 @@ class Sampler:
                 state.everything_in = cycle
             request = self._plan.request("gpu", cycle, self._memo.asks, everything=state.everything_in == cycle)
             reading = self._backend.read(state.identity, request)
-            self._attributor.apply(reading, state.identity)  # attribution runs here too: off the sampler's thread
+            # Off the sampler's thread, in this order: processes beyond the limit folded, then labelled.
+            fold(reading, self._max_processes)
+            self._attribution.apply(reading, state.identity)
             return reading
 
         return read
@@ -379,7 +385,7 @@ class Sampler:
         notes.failed.update(reading.collector_errors)
         for collector, seconds in reading.collector_seconds.items():
             notes.seconds[collector] = notes.seconds.get(collector, 0.0) + seconds
-        converted = convert(reading, self._backend.name, self._memo)
+        converted = convert(reading, self._backend.name, self._memo, keep_raw=self._memory.raw)
         for name, count in converted.invalid.items():
             self._invalid[name] = self._invalid.get(name, 0) + count
         by_uid = {entity.uid: values for entity, values in converted.values.items()}
@@ -482,7 +488,7 @@ class Sampler:
             errors=dict(self._errors),
             invalid=dict(self._invalid),
             collectors=collectors,
-            sources=self._attributor.sources(),
+            sources=self._attribution.sources(),
             not_served=self._backend.not_served() if self._open else {},
         )
         frame = Frame(

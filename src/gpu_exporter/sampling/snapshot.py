@@ -1,26 +1,20 @@
 """The immutable result of one sampling cycle, with its exposition rendered on demand.
 
 A scrape only reads the sampler's current :class:`Snapshot` reference and hands out its bytes,
-encoded by the first scrape that asks for that format (:class:`Rendered`); the sampler publishes
+encoded by the first scrape that asks for that format (:class:`Exposition`); the sampler publishes
 a new snapshot with a single reference swap.
 """
 
 from __future__ import annotations
 
-import gzip
-import logging
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
-
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.snapshot")
 
 #: Values by entity, then catalogue key, in base units; entities in render order.
 Samples = Mapping[Entity, Mapping[str, float]]
@@ -108,81 +102,23 @@ class Frame:
     fabric: Samples = field(default_factory=dict)
 
 
-#: Turns a snapshot into one exposition format, ``"text"`` (Prometheus text 0.0.4) or
-#: ``"openmetrics"`` (OpenMetrics 1.0.0): the bytes, or None where the renderer has no such format.
-Encoder = Callable[[str], bytes | None]
-FORMATS = ("text", "openmetrics")
-#: Fast compression: a body is compressed at most once per snapshot and may be served many times;
-#: level 1 keeps most of the size benefit at a fraction of the CPU.
-GZIP_LEVEL = 1
+class Exposition(Protocol):
+    """A snapshot's exposition, encoded on demand by the exposition room
+    (:class:`gpu_exporter.exposition.cache.Rendered`): ``get`` the bytes of one format (``"text"`` or
+    ``"openmetrics"``), gzip-compressed if asked, or None where there is no such format; ``ready``
+    when getting them costs nothing; ``text`` the Prometheus text bytes."""
 
+    def get(self, name: str, gzipped: bool = False) -> bytes | None: ...
 
-def _ms(started: float) -> float:
-    return (time.perf_counter() - started) * 1000
-
-
-class Rendered:
-    """The exposition of one snapshot, encoded on demand: each encoding a scrape may ask for (text
-    or OpenMetrics, plain or gzip) is made at most once, by the first caller that asks for it, and
-    kept; concurrent callers wait for that one encoding (one lock per snapshot). A snapshot nobody
-    asks for is never encoded. OpenMetrics is None where the names cannot be valid OpenMetrics, as
-    in dcgm-exporter compatibility mode. ``encodings`` counts the encoder's calls."""
-
-    def __init__(self, encoder: Encoder) -> None:
-        self._encoder = encoder
-        self._lock = threading.Lock()
-        self._made: dict[tuple[str, bool], bytes | None] = {}
-        self.encodings = 0
-
-    @classmethod
-    def of(cls, text: bytes, openmetrics: bytes | None = None) -> Rendered:
-        """Fixed bytes (encoded already)."""
-        return cls({"text": text, "openmetrics": openmetrics}.get)
-
-    def ready(self, name: str, gzipped: bool) -> bool:
-        """True when this encoding is made already (getting it costs nothing)."""
-        return (name, gzipped) in self._made
-
-    def get(self, name: str, gzipped: bool = False) -> bytes | None:
-        """The bytes of format ``name`` (one of :data:`FORMATS`), gzip-compressed if asked."""
-        key = (name, gzipped)
-        if key in self._made:
-            return self._made[key]
-        with self._lock:
-            if (name, False) not in self._made:
-                started = time.perf_counter()
-                self.encodings += 1
-                plain = self._made[(name, False)] = self._encoder(name)
-                if plain is not None:
-                    log.debug("encoded %s for a snapshot: %d bytes in %.2f ms", name, len(plain), _ms(started))
-            if key not in self._made:
-                started = time.perf_counter()
-                plain = self._made[(name, False)]
-                self._made[key] = None if plain is None else gzip.compress(plain, GZIP_LEVEL, mtime=0)
-                if plain is not None:
-                    log.debug(
-                        "compressed %s for a snapshot: %d bytes in %.2f ms",
-                        name,
-                        len(self._made[key] or b""),
-                        _ms(started),
-                    )
-            return self._made[key]
+    def ready(self, name: str, gzipped: bool) -> bool: ...
 
     @property
-    def text(self) -> bytes:
-        return self.get("text") or b""
+    def text(self) -> bytes: ...
 
-    @property
-    def text_gzip(self) -> bytes:
-        return self.get("text", True) or b""
 
-    @property
-    def openmetrics(self) -> bytes | None:
-        return self.get("openmetrics")
-
-    @property
-    def openmetrics_gzip(self) -> bytes | None:
-        return self.get("openmetrics", True)
+#: Turns one cycle's frame into its exposition: the sampler calls it once per cycle, on its own thread,
+#: and the exposition room supplies it (native or dcgm-exporter names).
+Renderer = Callable[[Frame], Exposition]
 
 
 @dataclass(frozen=True)
@@ -195,7 +131,7 @@ class Snapshot:
     host: HostIdentity
     devices: tuple[DeviceView, ...]
     stats: SelfStats
-    rendered: Rendered
+    rendered: Exposition
     events: Mapping[str, XidTally] | None = None
 
     @property

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -117,7 +116,6 @@ def test_a_part_above_its_whole_is_dropped_and_counted() -> None:
     assert values == {"gpu_memory_used_bytes": 90000 * 2**20}
 
 
-@pytest.mark.xfail(reason="bug: a row without a bound keeps NaN and inf (convert compares with None bound)")
 def test_non_finite_values_are_never_kept() -> None:
     """Absence is absence: NaN and ±inf are no sample, whether or not the row has a bound."""
     assert BY_KEY["gpu_pcie_replay_errors_total"].bound is None and BY_KEY["gpu_compute_processes"].bound is None

@@ -4,6 +4,8 @@ out; the NVSwitch families only when a fabric row is enabled."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_exporter import model
@@ -18,17 +20,26 @@ GPU = model.gpu(0, "GPU-0000")
 SWITCH = model.nvswitch(0, "0000:05:00.0", "7")
 
 
-class _Counted(dict[Entity, dict[str, float]]):
+class _Counted(Mapping[Entity, Mapping[str, float]]):
     """A device's samples that count how often the renderer walks them."""
 
     walks = 0
 
-    def items(self):  # type: ignore[no-untyped-def]  # dict's own signature
+    def __init__(self, samples: dict[Entity, dict[str, float]]) -> None:
+        self._samples = samples
+
+    def __getitem__(self, entity: Entity) -> Mapping[str, float]:
+        return self._samples[entity]
+
+    def __iter__(self) -> Iterator[Entity]:
         _Counted.walks += 1
-        return super().items()
+        return iter(self._samples)
+
+    def __len__(self) -> int:
+        return len(self._samples)
 
 
-def _frame(samples: dict[Entity, dict[str, float]]) -> Frame:
+def _frame(samples: Mapping[Entity, Mapping[str, float]]) -> Frame:
     identity = DeviceIdentity(0, "GPU-0000", "NVIDIA H100 80GB HBM3")
     stats = SelfStats("1.2.3", "nvml", True, "requested", 1.0, cycle_seconds=0.01)
     return Frame(

@@ -10,7 +10,13 @@ from prometheus_client.core import Metric
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.catalogue import FIXED, LINK_LABEL, METRICS, PRECREATED_XIDS, SWITCH_METRICS, MetricSpec
-from gpu_exporter.families import device_families, entity_families, event_families, fabric_families, self_families
+from gpu_exporter.families import (
+    device_families,
+    entity_families,
+    event_families,
+    fabric_families,
+    self_families,
+)
 from gpu_exporter.pipeline.events import XidTally
 from gpu_exporter.snapshot import CollectorStatus, DeviceView, SelfStats
 

@@ -4,6 +4,7 @@ unsupported memo fed with what the vendor answered."""
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 
 from gpu_exporter.backends.base import RawReading
@@ -27,10 +28,11 @@ class Converted:
     invalid: dict[str, int] = field(default_factory=dict)
 
 
-#: Per backend, per row key: (metric name, plausible minimum and bound, scale numerator and denominator, or the
-#: source itself where its value is no plain scale: a DCGM flag bit, NVML's encoded bit error rate), or None
-#: where the backend has no source for the row; built once per (backend, key) from the catalogue.
-_Row = tuple[str, float, float | None, int, int, Source | None]
+#: Per backend, per row key: (metric name, plausible minimum and bound (the largest float where the row has
+#: none, so that NaN and infinities fail the bound too), scale numerator and denominator, or the source itself
+#: where its value is no plain scale: a DCGM flag bit, NVML's encoded bit error rate), or None where the
+#: backend has no source for the row; built once per (backend, key) from the catalogue.
+_Row = tuple[str, float, float, int, int, Source | None]
 _ROWS: dict[str, dict[str, _Row | None]] = {}
 
 
@@ -44,7 +46,8 @@ def _row(backend: str, key: str) -> _Row | None:
         else:
             special = source if getattr(source, "bit", 0) or getattr(source, "ber", False) else None
             scale = source.scale
-            rows[key] = (spec.name, spec.minimum, spec.bound, scale.numerator, scale.denominator, special)
+            bound = sys.float_info.max if spec.bound is None else spec.bound
+            rows[key] = (spec.name, spec.minimum, bound, scale.numerator, scale.denominator, special)
     return rows[key]
 
 
@@ -54,7 +57,8 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: 
 
     Each value is ``raw × scale`` as :func:`~gpu_exporter.catalogue.spec.scaled` computes it (the
     numerator, then the denominator), kept when the raw value is no driver sentinel and the value lies
-    within the row's ``minimum`` and ``bound``; otherwise it is counted as invalid."""
+    within the row's ``minimum`` and ``bound`` (so is finite, bound or not); otherwise it is counted as
+    invalid."""
     out = Converted()
     rows = _ROWS.get(backend) or {}
     remembered = memo.remembers_any()
@@ -70,7 +74,7 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: 
                 memo.answered(uid, key, group(entity))
             name, minimum, bound, numerator, denominator, special = row
             value = raw * numerator / denominator if special is None else special.value(raw)
-            if raw not in SENTINELS and not value < minimum and (bound is None or value <= bound):
+            if raw not in SENTINELS and minimum <= value <= bound:  # False for NaN and infinities
                 values[key], kept[key] = value, raw
             else:
                 out.invalid[name] = out.invalid.get(name, 0) + 1

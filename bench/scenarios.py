@@ -1,7 +1,7 @@
 """Scenario files for the fake NVML: an H100-PCIe-like host of N GPUs, optionally with MIG.
 
 Every GPU gets distinct values (so a benchmark renders as many distinct series as a real host).
-The keys follow ``tests/fakenvml/SCENARIO.md`` and mirror ``tests/scenarios/h100x4.scn``.
+The keys follow ``src/gpu_exporter/simulate/SCENARIO.md`` and mirror ``tests/scenarios/h100x4.scn``.
 One compute process per GPU is listed, with a pid that does not exist on the host: gpu-exporter
 counts it; nvitop-exporter still exports its per-process series (as a terminated process, values
 NaN) after asking psutil about it. No NVLink keys: a PCIe host.

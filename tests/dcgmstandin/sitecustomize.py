@@ -4,7 +4,7 @@ Put this folder and the repository root on ``PYTHONPATH`` (Python imports ``site
 and set:
 
 - ``DCGM_PYTHON_PATH``: one release's bindings folder (named after it: ``.../v4.4.2``);
-- ``DCGM_STANDIN_SCENARIO``: a fake-NVML scenario file (tests/fakenvml/SCENARIO.md), the engine's host:
+- ``DCGM_STANDIN_SCENARIO``: a fake-NVML scenario file (src/gpu_exporter/simulate/SCENARIO.md), the engine's host:
   the file is read again whenever it changes, and ``gpuN.lost_after = S`` makes GPU N lost from S
   seconds after start (DCGM keeps listing it; the engine's status for it becomes Lost), and
   ``dcgm.gpuN.aged_after = S`` makes the engine stop updating GPU N's values from S seconds on;

@@ -2,7 +2,7 @@
 backend, so anyone can try the exporter, its status page, dashboards and alert rules without a GPU.
 
 A pure-Python stand-in for ``libnvidia-ml.so.1`` (:class:`.library.Library`) answers the NVML
-calls from a scenario file, in the same format as the test fake (``tests/fakenvml/SCENARIO.md``):
+calls from a scenario file, in the same format as the test fake (``SCENARIO.md`` in this package):
 built-in ones (:mod:`.builtins`) or the user's own. :func:`install` puts it where pynvml looks for
 its library (``pynvml.nvmlLib``: pynvml loads nothing when that is already set), so every layer
 above the C ABI is the real one. Everything that shows data says it is simulated.

@@ -1,6 +1,6 @@
 """Field values NVML offers only through ``nvmlDeviceGetFieldValues`` (no call of their own): the HW
 slowdown times (ns), PCIe correctable errors, the GPU recovery action and power smoothing's settings.
-Each reads one ``gpuN`` key, the same as the C fake's (its SCENARIO.md, "Fields without a call"); a
+Each reads one ``gpuN`` key, the same as the C fake's (SCENARIO.md in this package, "Fields without a call"); a
 missing key is ``NOT_SUPPORTED``. The per-profile power smoothing fields (260-263) take the preset
 profile as scopeId: ``power_smoothing.profile.P.<key>``; other fields ignore the scopeId.
 

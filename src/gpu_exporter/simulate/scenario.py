@@ -1,5 +1,5 @@
 """One scenario file, parsed: ``key = value`` lines (the test fake's format, documented in
-``tests/fakenvml/SCENARIO.md`` and summarised in the README), and the rules for reading a value:
+``SCENARIO.md`` in this package and summarised in the README), and the rules for reading a value:
 cycles ``a,b,c@P``, decimal or ``0x`` numbers, NVML error names.
 
 Units are NVML's own (bytes, MHz, mW, mJ, %, °C, KB/s, ns): the file holds what the driver would

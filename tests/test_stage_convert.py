@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from gpu_exporter import model
 from gpu_exporter.backends.base import RawReading
 from gpu_exporter.catalogue import BY_KEY
-from gpu_exporter.pipeline.convert import convert, group
-from gpu_exporter.pipeline.memo import UnsupportedMemo
+from gpu_exporter.sampling.convert import convert, group
+from gpu_exporter.sampling.memo import UnsupportedMemo
 
 GPU = model.gpu(0, "GPU-0000")
 MIG = model.mig(0, "GPU-0000", 1, 0, "1g.10gb", "MIG-1111", "NVIDIA H100 MIG 1g.10gb")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gpu_exporter import model
 from gpu_exporter.catalogue import METRICS
-from gpu_exporter.pipeline.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
+from gpu_exporter.sampling.derive import WINDOW_MEMORY_SECONDS, Integrators, Windows
 
 UTIL, HOLDERS = "gpu_utilization_ratio", "gpu_compute_processes"
 BUSY = "gpu_utilization_seconds_total"

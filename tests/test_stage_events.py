@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu_exporter.backends.base import Event
-from gpu_exporter.pipeline.events import RECENT_SECONDS, EventTallies, XidTally
+from gpu_exporter.sampling.events import RECENT_SECONDS, EventTallies, XidTally
 
 A, B = "GPU-aaaa", "GPU-bbbb"
 

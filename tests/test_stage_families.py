@@ -10,15 +10,15 @@ from prometheus_client.core import Metric
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity, MigIdentity
 from gpu_exporter.catalogue import FIXED, LINK_LABEL, METRICS, PRECREATED_XIDS, SWITCH_METRICS, MetricSpec
-from gpu_exporter.families import (
+from gpu_exporter.exposition.families import (
     device_families,
     entity_families,
     event_families,
     fabric_families,
     self_families,
 )
-from gpu_exporter.pipeline.events import XidTally
-from gpu_exporter.snapshot import CollectorStatus, DeviceView, SelfStats
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, SelfStats
 
 HOST = HostIdentity("550.54.15", "12.4")
 H100 = DeviceIdentity(

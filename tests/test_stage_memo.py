@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_exporter.pipeline.memo import RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
 
 GROUP = "GPU 0 (GPU-0000)"
 POWER = "nvmlDeviceGetPowerUsage is not supported"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpu_exporter.catalogue import ALL_METRICS, DEFAULT_COLLECTORS, Integral, enabled_specs
 from gpu_exporter.catalogue.spec import DcgmSource, MetricSpec, NvmlSource, gauge
-from gpu_exporter.pipeline.plan import STALE_INTERVALS, Plan
+from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 
 
 def _row(name: str, every: int = 1, nvml: bool = True, dcgm: bool = True, **kwargs: object) -> MetricSpec:

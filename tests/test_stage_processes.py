@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpu_exporter import model
 from gpu_exporter.backends.base import RawReading
-from gpu_exporter.pipeline.processes import fold
+from gpu_exporter.sampling.processes import fold
 
 GPU = model.gpu(0, "GPU-0000")
 MIG = model.mig(0, "GPU-0000", 1, 0, "1g.10gb", "MIG-1111", "NVIDIA H100 MIG 1g.10gb")

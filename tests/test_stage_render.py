@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import ALL_METRICS, METRICS
+from gpu_exporter.exposition.render import native_renderer
 from gpu_exporter.model import Entity
-from gpu_exporter.pipeline.events import XidTally
-from gpu_exporter.render import native_renderer
-from gpu_exporter.snapshot import DeviceView, Frame, SelfStats
+from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.snapshot import DeviceView, Frame, SelfStats
 
 GPU = model.gpu(0, "GPU-0000")
 SWITCH = model.nvswitch(0, "0000:05:00.0", "7")

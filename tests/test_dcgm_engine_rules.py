@@ -228,7 +228,7 @@ def test_a_hung_discovery_does_not_stall_reads(runs: list[Run]) -> None:
         done = threading.Event()
         reader = threading.Thread(
             target=lambda: (
-                run.backend.read(run.sampler._states[gpu_labels(0)["uuid"]].identity, request(run)),
+                run.backend.read(run.sampler._roster.get(gpu_labels(0)["uuid"]).identity, request(run)),
                 done.set(),
             ),  # fmt: skip
             daemon=True,

@@ -38,6 +38,7 @@ from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
 from gpu_exporter.sampling.readpool import ReadPool
 from gpu_exporter.sampling.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
+from gpu_exporter.sampling.roster import Roster
 from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
 from gpu_exporter.sampling.worker import Result, Worker
 
@@ -130,7 +131,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._control = Control(backend, watch_events, self._done, clock)
-        self._states: dict[str, RootState] = {}  # by GPU uuid
+        self._roster = Roster(self._worker_for)
         self._fabric: RootState | None = None
         self._host = HostIdentity()
         self._open = False
@@ -187,7 +188,7 @@ class Sampler:
             self._stop.wait(next_tick - now)
 
     def _roots(self) -> list[RootState]:
-        return [*self._states.values(), *((self._fabric,) if self._fabric is not None else ())]
+        return [*self._roster, *((self._fabric,) if self._fabric is not None else ())]
 
     # one cycle -------------------------------------------------------------------------------
     def run_cycle(self) -> Snapshot:
@@ -205,7 +206,7 @@ class Sampler:
         self._wait_reads(triggered, deadline)
         now = self._clock()
         self._tallies.add(self._backend.drain_events())
-        views = tuple(self._view(state, now, notes) for state in list(self._states.values()))
+        views = tuple(self._view(state, now, notes) for state in self._roster)
         fabric = self._fabric_samples(now, notes)
         self._forget_vanished(now)
         wall = self._wall()  # the frame's time, and the last sample's when GPUs answered: one reading
@@ -269,7 +270,7 @@ class Sampler:
             self._open_backoff.reset()
             self._memo.rediscovered()
             self._enumerated_at = now
-            self._adopt(outcome.devices, now)
+            self._roster.adopt(outcome.devices, now)
             if self._fabric is None:  # also the backend's host-wide duties (events, port changes); on
                 # the read pool after the GPUs: a thread of its own woke (and woke the sampler) every cycle
                 fabric = Worker("fabric-reader", self._read_fabric, self._done, self._clock, runs=self._reads)
@@ -285,19 +286,15 @@ class Sampler:
             self._down_reason = outcome.reason
             self._open_backoff.failed(now)
         elif outcome.kind == "discovered":
-            answering = {
-                uuid: state.identity
-                for uuid, state in self._states.items()
-                if not state.lost and state.vanished_at is None
-            }
+            answering = self._roster.answering()
             self._enumerated_at = now
-            self._adopt(outcome.devices, now)
+            self._roster.adopt(outcome.devices, now)
             if {device.uuid: device for device in outcome.devices} != answering:
                 # A GPU or MIG device came, went or came back (a reset may change what it supports):
                 # ask every pair again. The periodic re-enumeration that finds the same devices asks
                 # nothing again, the retry interval does (it re-asked every pair every 30 s).
                 self._memo.rediscovered()
-            if self._needs_rediscovery():
+            if self._roster.needs_rediscovery():
                 self._discover_backoff.failed(now)
             else:
                 self._discover_backoff.reset()
@@ -308,52 +305,21 @@ class Sampler:
 
     def _discovery_due(self, now: float) -> bool:
         """Enumerate again: with backoff while a GPU is lost or vanished, else every ``rediscover_interval``."""
-        if self._needs_rediscovery():
+        if self._roster.needs_rediscovery():
             return self._discover_backoff.due(now)
         return self._rediscover > 0 and now - self._enumerated_at >= self._rediscover
 
-    def _needs_rediscovery(self) -> bool:
-        return any(state.vanished_at is not None or state.lost for state in self._states.values())
-
-    def _adopt(self, devices: Sequence[DeviceIdentity], now: float) -> None:
-        """Start workers for new GPUs, refresh identities, and mark GPUs that vanished."""
-        seen = {device.uuid for device in devices}
-        for device in devices:
-            state = self._states.get(device.uuid)
-            if state is None:
-                worker = Worker(
-                    f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock, self._reads
-                )
-                self._states[device.uuid] = RootState(worker, device)
-                continue
-            if state.vanished_at is not None:
-                log.info("GPU %s is back", device.uuid)
-            state.vanished_at = None
-            state.identity = device
-        for uuid, state in list(self._states.items()):
-            if uuid not in seen and state.identity is not None and state.identity.placeholder:
-                # A GPU that could not be identified is now known under its UUID: that is its recovery,
-                # and the stand-in goes at once (it would report the GPU down for the retention time).
-                log.info("GPU %d is identified now (%s): up, replacing its stand-in", state.identity.index, uuid)
-                state.worker.stop()
-                del self._states[uuid]
-            elif uuid not in seen and state.vanished_at is None:
-                assert state.identity is not None
-                log.error("GPU %d (%s) vanished from the driver's device list", state.identity.index, uuid)
-                state.vanished_at = now
-
     def _forget_vanished(self, now: float) -> None:
-        for uuid, state in list(self._states.items()):
-            if state.vanished_at is not None and now - state.vanished_at > self._retention:
-                log.info("GPU %s has been out of the driver's device list for %.0fs: forgotten", uuid, self._retention)
-                state.worker.stop()
-                del self._states[uuid]
-                self._integrators.reset(uuid)
-                self._windows.forget(uuid)
+        for uuid in self._roster.forget_vanished(now, self._retention):
+            self._integrators.reset(uuid)
+            self._windows.forget(uuid)
+
+    def _worker_for(self, device: DeviceIdentity) -> Worker[RawReading]:
+        return Worker(f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock, self._reads)
 
     def _reader(self, uuid: str) -> Callable[[int], RawReading]:
         def read(cycle: int) -> RawReading:
-            state = self._states.get(uuid)
+            state = self._roster.get(uuid)
             if state is None or state.identity is None:
                 return RawReading()
             if state.seen is None and state.everything_in is None:

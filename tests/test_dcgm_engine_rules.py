@@ -325,7 +325,7 @@ def test_the_reasons_that_page_nobody_are_one_list() -> None:
     from pathlib import Path
 
     from gpu_exporter.backends.dcgm.health import DOWN_STATUSES
-    from gpu_exporter.sampling.sampler import NOT_A_FAULT
+    from gpu_exporter.sampling.roots import NOT_A_FAULT
 
     rules = (Path(__file__).parent.parent / "alerts" / "gpu-alerts.rules.yml").read_text()
     found = re.search(r'gpu_exporter_device_down\{reason=~"([^"]+)"\}', rules)

@@ -25,6 +25,8 @@ from gpu_exporter.catalogue.fixed import (
     EVENT_METRICS,
     FIXED,
     IDENTITY_METRICS,
+    PRECREATED_ERROR_KINDS,
+    PRECREATED_INVALID,
     SELF_METRICS,
     SWITCH_FIXED_METRICS,
 )
@@ -108,7 +110,7 @@ __all__ = [
     "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB", "LINK_LABEL",
     "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
     "NVSWITCH_PORT_ERRORS", "ONE", "PRECREATED_XIDS", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS",
-    "SWITCH_METRICS",
+    "SWITCH_METRICS", "PRECREATED_ERROR_KINDS", "PRECREATED_INVALID",
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
     "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",

@@ -184,3 +184,12 @@ SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (
 FIXED: dict[str, FixedMetric] = {
     metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
 }
+
+#: gpu_exporter_sample_errors_total{kind} series present (at 0) from the start.
+PRECREATED_ERROR_KINDS = ("exception", "timeout", "unknown")
+#: gpu_exporter_invalid_values_total{field} series present (at 0) from the start, where enabled: the
+#: values whose driver sentinels and impossible readings the sanity filter drops.
+PRECREATED_INVALID = (
+    "gpu_temperature_celsius", "gpu_memory_temperature_celsius", "gpu_utilization_ratio",
+    "gpu_memory_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_watts",
+)  # fmt: skip

@@ -15,6 +15,7 @@ from gpu_exporter.model import Entity
 from gpu_exporter.sampling.convert import Converted
 from gpu_exporter.sampling.derive import Integrators
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
+from gpu_exporter.sampling.snapshot import DeviceView
 from gpu_exporter.sampling.worker import Result, Worker
 
 BACKOFF_MAX_SECONDS = 30.0
@@ -155,3 +156,38 @@ def current_values(
             out[entity][key] = value
             raws[entity][key] = raw_value
     return out, raws
+
+
+def down_view(state: RootState, stalled: bool, integrators: Integrators) -> DeviceView | None:
+    """The view of a GPU that has no current values: not read yet, lost or vanished (its integrators
+    reset and its slow values dropped: a GPU that comes back starts afresh), or answered without a
+    value yet; None for a GPU with current values."""
+    identity, result = state.identity, state.worker.result
+    assert identity is not None
+    empty: Values = {entity: {} for entity in identity_entities(identity)}
+    if result is None:
+        down = "" if state.vanished_at is None else "vanished"
+        return DeviceView(identity, up=not down, samples=empty, stalled=stalled, down_reason=down)
+    if result.lost or state.vanished_at is not None:
+        integrators.reset(identity.uuid)
+        state.slow.clear()
+        state.current = None
+        reason = "vanished" if state.vanished_at is not None else (result.reason or "lost")
+        return DeviceView(
+            identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds, down_reason=reason
+        )
+    if state.current is None:
+        return DeviceView(identity, up=True, samples=empty, stalled=stalled, read_seconds=result.seconds)
+    return None
+
+
+@dataclass
+class CycleNotes:
+    """What this cycle's new results said per collector."""
+
+    failed: set[str] = field(default_factory=set)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+#: Reasons a GPU is down that are an operator's information, not a fault (logged as warnings).
+NOT_A_FAULT = frozenset({"unsupported", "detached", "inaccessible", "disabled"})

@@ -23,11 +23,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from gpu_exporter import __version__
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
-from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.catalogue import PRECREATED_ERROR_KINDS, PRECREATED_INVALID, MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.consumers import Attribution, Memory
 from gpu_exporter.sampling.convert import Converted, convert
@@ -37,7 +36,17 @@ from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
 from gpu_exporter.sampling.readpool import ReadPool
-from gpu_exporter.sampling.roots import Backoff, Control, ControlOutcome, RootState, current_values, identity_entities
+from gpu_exporter.sampling.roots import (
+    NOT_A_FAULT,
+    Backoff,
+    Control,
+    ControlOutcome,
+    CycleNotes,
+    RootState,
+    current_values,
+    down_view,
+    identity_entities,
+)
 from gpu_exporter.sampling.roster import Roster
 from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
 from gpu_exporter.sampling.worker import Result, Worker
@@ -60,26 +69,6 @@ VANISHED_RETENTION_SECONDS = 3600.0
 # How often GPUs are enumerated again while all answer: picks up MIG instances created or destroyed
 # at run time (a DRA driver does this per claim) and hot-added GPUs; 0 turns it off.
 REDISCOVER_SECONDS = 30.0
-#: gpu_exporter_sample_errors_total{kind} series present (at 0) from the start.
-PRECREATED_ERROR_KINDS = ("exception", "timeout", "unknown")
-#: gpu_exporter_invalid_values_total{field} series present (at 0) from the start, where enabled: the
-#: values whose driver sentinels and impossible readings the sanity filter drops.
-PRECREATED_INVALID = (
-    "gpu_temperature_celsius", "gpu_memory_temperature_celsius", "gpu_utilization_ratio",
-    "gpu_memory_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_watts",
-)  # fmt: skip
-
-
-@dataclass
-class _CycleNotes:
-    """What this cycle's new results said per collector."""
-
-    failed: set[str] = field(default_factory=set)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-#: Reasons a GPU is down that are an operator's information, not a fault (logged as warnings).
-NOT_A_FAULT = frozenset({"unsupported", "detached", "inaccessible", "disabled"})
 
 
 class Sampler:
@@ -199,7 +188,7 @@ class Sampler:
         cycle = self._cycle
         self._cycle += 1
         self._steer(started, cycle, deadline)
-        notes = _CycleNotes()
+        notes = CycleNotes()
         for state in self._roots():  # a read that finished after the last cycle's wait: fold it before
             self._take(state, notes)  # the next read replaces it (a first read asks for every row)
         triggered = self._trigger(cycle) if self._open else []
@@ -338,7 +327,7 @@ class Sampler:
         return self._backend.read_fabric(self._plan.request("fabric", cycle, self._memo.asks))
 
     # assembling ------------------------------------------------------------------------------
-    def _fold(self, state: RootState, result: Result[RawReading], notes: _CycleNotes) -> Converted | None:
+    def _fold(self, state: RootState, result: Result[RawReading], notes: CycleNotes) -> Converted | None:
         """Take a new result into the pipeline (once): counts, conversion, slow values, derivations."""
         reading = result.value
         if reading is None:
@@ -375,7 +364,7 @@ class Sampler:
     def _current(self, state: RootState, now: float) -> tuple[_Values, _Values]:
         return current_values(state, now, self._plan, self._integrators, self._interval)
 
-    def _take(self, state: RootState, notes: _CycleNotes) -> None:
+    def _take(self, state: RootState, notes: CycleNotes) -> None:
         result = state.worker.result
         if result is not None and result is not state.seen:
             state.seen = result
@@ -392,7 +381,7 @@ class Sampler:
             converted = self._fold(state, result, notes)
             state.current, state.current_at = converted, result.finished_at if converted is not None else None
 
-    def _view(self, state: RootState, now: float, notes: _CycleNotes) -> DeviceView:
+    def _view(self, state: RootState, now: float, notes: CycleNotes) -> DeviceView:
         identity = state.identity
         assert identity is not None
         worker = state.worker
@@ -400,25 +389,16 @@ class Sampler:
         if stalled:
             notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "gpu")
         self._take(state, notes)
-        result = worker.result
-        empty: dict[Entity, dict[str, float]] = {entity: {} for entity in identity_entities(identity)}
-        if result is None:
-            down = "" if state.vanished_at is None else "vanished"
-            return DeviceView(identity, up=not down, samples=empty, stalled=stalled, down_reason=down)
-        if result.lost or state.vanished_at is not None:
-            self._integrators.reset(identity.uuid)
-            state.slow.clear()
-            state.current = None
-            reason = "vanished" if state.vanished_at is not None else (result.reason or "lost")
-            return DeviceView(
-                identity, up=False, samples=empty, stalled=stalled, read_seconds=result.seconds, down_reason=reason
-            )
-        if state.current is None:
-            return DeviceView(identity, up=True, samples=empty, stalled=stalled, read_seconds=result.seconds)
+        down = down_view(state, stalled, self._integrators)
+        if down is not None:
+            return down
         current, raw = self._current(state, now)
+        result = worker.result
+        assert result is not None  # down_view answers for a GPU not read yet
+        empty: _Values = {entity: {} for entity in identity_entities(identity)}
         return DeviceView(identity, True, {**empty, **current}, stalled, result.seconds, raw)
 
-    def _fabric_samples(self, now: float, notes: _CycleNotes) -> dict[Entity, dict[str, float]]:
+    def _fabric_samples(self, now: float, notes: CycleNotes) -> dict[Entity, dict[str, float]]:
         state = self._fabric
         if state is None or not self._open:
             return {}
@@ -433,7 +413,7 @@ class Sampler:
         devices: Sequence[DeviceView],
         events: dict[str, XidTally],
         fabric: dict[Entity, dict[str, float]],
-        notes: _CycleNotes | None = None,
+        notes: CycleNotes | None = None,
         wall: float | None = None,
     ) -> Snapshot:
         collectors: dict[str, CollectorStatus] = {}

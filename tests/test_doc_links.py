@@ -19,10 +19,13 @@ from tests.harness import REPO
 
 
 def _pages() -> list[Path]:
-    """Every Markdown file of the repository, outside hidden folders (.git, .venv, caches)."""
+    """Every Markdown file of the repository, outside hidden folders (.git, .venv, caches) and build
+    output (a wheel build copies the package's documents into build/)."""
     found = []
     for folder, subfolders, files in os.walk(REPO):
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".") and name != "__pycache__")
+        subfolders[:] = sorted(
+            name for name in subfolders if not name.startswith(".") and name not in ("__pycache__", "build", "dist")
+        )
         found += [Path(folder) / name for name in files if name.endswith(".md")]
     return sorted(found)
 

@@ -37,9 +37,12 @@ class Integrators:
         self._rows = tuple(spec for spec in specs if spec.derive is not None)
         self._cap = cap_seconds
         self._state: dict[tuple[str, str], _Accumulator] = {}
+        self._allocations: dict[str, float] = {}  # pod or job uid → when it was last folded in
 
     def fold(self, entity: Entity, values: Mapping[str, float], at: float) -> None:
         """Fold the values of one new read of ``entity`` that finished at monotonic time ``at``."""
+        if entity.kind in ("pod", "job"):
+            self._allocations[entity.uid] = at
         for spec in self._rows:
             if entity.kind not in spec.entities:
                 continue
@@ -75,7 +78,7 @@ class Integrators:
         if acc.at is None:
             acc.total = 0.0 if holders is not None else None
         elif holders is None:
-            acc.total = None
+            pass  # the holders could not be read this time: no time counted, the total kept (never backwards)
         else:
             idle = self._elapsed(acc, at) if utilization < rule.below and holders >= 1 else 0.0
             acc.total = (acc.total or 0.0) + idle
@@ -107,6 +110,13 @@ class Integrators:
         """Forget every integrator of entity ``uid`` (it was lost)."""
         for key in [key for key in self._state if key[0] == uid]:
             del self._state[key]
+
+    def forget_allocations(self, before: float) -> None:
+        """Forget the pods and jobs last seen before monotonic time ``before``: pods and jobs come and
+        go for good, and their state would otherwise grow with every one ever seen."""
+        for uid in [uid for uid, at in self._allocations.items() if at < before]:
+            del self._allocations[uid]
+            self.reset(uid)
 
 
 class Windows:

@@ -302,6 +302,7 @@ class Sampler:
         for uuid in self._roster.forget_vanished(now, self._retention):
             self._integrators.reset(uuid)
             self._windows.forget(uuid)
+        self._integrators.forget_allocations(now - self._retention)  # pods and jobs gone as long
 
     def _worker_for(self, device: DeviceIdentity) -> Worker[RawReading]:
         return Worker(f"gpu{device.index}-reader", self._reader(device.uuid), self._done, self._clock, self._reads)

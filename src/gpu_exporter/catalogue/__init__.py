@@ -46,6 +46,7 @@ from gpu_exporter.catalogue.spec import (
     MetricSpec,
     NvmlSource,
     Source,
+    key_of,
     scaled,
 )
 from gpu_exporter.catalogue.vocabulary import (
@@ -112,5 +113,5 @@ __all__ = [
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
     "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",
-    "scaled",
+    "key_of", "scaled",
 ]  # fmt: skip

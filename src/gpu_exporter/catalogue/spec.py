@@ -180,6 +180,14 @@ class IdleWhileAllocated:
 Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated
 
 
+def key_of(name: str, variant: tuple[tuple[str, str], ...] = ()) -> str:
+    """The key of family ``name``'s row with these variant labels: ``name{label=value,...}``, or the
+    name alone for a family of one row (as samples are keyed)."""
+    if not variant:
+        return name
+    return name + "{" + ",".join(f"{label}={value}" for label, value in variant) + "}"
+
+
 @dataclass(frozen=True, eq=False)
 class MetricSpec:  # derived attributes are cached (rows are immutable and read on every sample)
     """One exported metric about an entity.
@@ -213,9 +221,7 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     @cached_property
     def key(self) -> str:
         """Unique key of this row: the name, plus the variant labels when the family has several rows."""
-        if not self.variant:
-            return self.name
-        return self.name + "{" + ",".join(f"{label}={value}" for label, value in self.variant) + "}"
+        return key_of(self.name, self.variant)
 
     @cached_property
     def help(self) -> str:

@@ -5,9 +5,10 @@ are the sums (memory held, utilization shares, and ``gpu_processes``: how many i
 from __future__ import annotations
 
 from gpu_exporter.backends.base import RawReading
+from gpu_exporter.catalogue.keys import PROCESS_MEMORY_USED
 from gpu_exporter.model import OTHER_PID, Entity
 
-_MEMORY = "gpu_process_memory_used_bytes"
+_MEMORY = PROCESS_MEMORY_USED
 
 
 def fold(reading: RawReading, limit: int) -> None:

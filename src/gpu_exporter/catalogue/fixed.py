@@ -1,5 +1,6 @@
 """Metrics with no vendor source (identity, per-GPU state, events, the exporter's self-metrics); the
-Xid table they count by is :mod:`.xids`."""
+Xid table they count by is :mod:`.xids`. Each is a named row (``GPU_INFO``, ``BUILD_INFO``, ...), which
+the exposition builds its family from, so that the name is spelled here only."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ A :class:`MetricSpec` is data only. ``entities`` names the kinds of thing a row 
 its MIG instances, one NVLink, an NVSwitch, a switch port, later processes, pods and jobs);
 ``sources`` maps a backend's name to where that backend reads the raw value and the exact factor
 into the base unit; ``derive`` marks a row the pipeline computes from other rows instead of
-reading it. Everything else in the exporter reads these rows: nothing names a metric in code.
+reading it. Everything else in the exporter reads these rows; code outside the catalogue that needs
+a row by name takes its key from :mod:`.keys` (see :mod:`gpu_exporter.catalogue`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ DCGM 4.x's base-unit fields (1600-1612, :data:`BASE_UNIT_TWINS`) are one row eac
 
 :data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
 checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.
+
+The field ids here are DCGM's facts, as are the names of :mod:`.field_names`; the catalogue rows a
+field is composed from are named through :mod:`gpu_exporter.catalogue.keys` and
+:func:`~gpu_exporter.catalogue.key_of`, never spelled here.
 """
 
 from __future__ import annotations

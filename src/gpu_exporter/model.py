@@ -3,12 +3,17 @@
 Every sample is keyed by (entity, catalogue key). An :class:`Entity` carries its kind, a ``uid``
 that stays the same across cycles and rediscoveries (memos and logs use it), the labels its series
 carry, in order, and the extra labels of its kind's ``*_info`` metric. The constructors below are
-the only place those labels are spelled; a new kind (process, pod, job) adds one here.
+the only code that writes those label keys (``tests/test_single_source.py`` fails on a label set
+written elsewhere); a new kind (process, pod, job) adds one here. The catalogue's vocabulary
+declares the same keys for the metrics without a row (``DEVICE_LABELS``, ``MIG_LABELS``,
+``LINK_LABEL``), and that test checks the two agree. Code elsewhere may read one label back by
+name (``dict(entity.labels)["nvlink"]``); dcgm-exporter's own labels (``compat``) are its facts.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu_exporter.catalogue import LINK_LABEL, EntityKind
@@ -82,6 +87,21 @@ def process(parent: Entity, pid: int | str, name: str = "", user: str = "") -> E
     return Entity("process", f"{parent.uid}/pid{pid}", labels, (("parent", parent.uid),))
 
 
+def other_process(entity: Entity) -> Entity:
+    """The one ``pid="other"`` process of ``entity``'s parent, which ``entity`` (a process made by
+    :func:`process`, not yet :func:`named`) is folded into when its parent has too many."""
+    parent = dict(entity.info).get("parent", "")
+    labels = (*entity.labels[:-3], ("pid", OTHER_PID), ("process", ""), ("user", ""))
+    return Entity("process", f"{parent}/pid{OTHER_PID}", labels, entity.info)
+
+
+def workload(pod: tuple[str, str, str] | None, pod_uid: str, slurm_job: str) -> Labels:
+    """A process's workload labels, for :func:`named`: ``namespace``, ``pod`` and ``container`` where
+    the pod is known (``pod``: that triple), then ``pod_uid`` and ``slurm_job`` (empty ones are left out)."""
+    labels: Labels = () if pod is None else (("namespace", pod[0]), ("pod", pod[1]), ("container", pod[2]))
+    return (*labels, ("pod_uid", pod_uid), ("slurm_job", slurm_job))
+
+
 def named(entity: Entity, name: str, user: str, workload: Labels = ()) -> Entity:
     """``entity`` (a process) with its ``process`` and ``user`` labels set, and the workload labels
     that are known (``namespace``, ``pod``, ``container``, ``slurm_job``; empty ones left out)."""
@@ -101,6 +121,12 @@ def pod(
         labels += (("claim", claim[0]), ("claim_namespace", claim[1]))
     uid = f"{parent.uid}/pod/{namespace}/{name}/{container}" + (f"/claim/{claim[1]}/{claim[0]}" if claim[0] else "")
     return Entity("pod", uid, labels, (("parent", parent.uid), *info))
+
+
+def pod_info(pod_uid: str, pod_labels: Mapping[str, str]) -> Labels:
+    """What the API server says of a pod beside its entity's labels, for :func:`pod`'s ``info``:
+    ``pod_uid``, then each of the pod's Kubernetes labels as ``label/KEY``, sorted by key."""
+    return (("pod_uid", pod_uid), *((f"label/{key}", value) for key, value in sorted(pod_labels.items())))
 
 
 def job(parent: Entity, label: str, job_id: str) -> Entity:

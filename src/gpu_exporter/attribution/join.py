@@ -143,7 +143,7 @@ class Attributor:
                     log.debug("process %s: /proc not understood (%s): left unnamed", pid, exc)
                     facts = ProcessFacts()
                 work = facts.workload
-                workload = (*self._pod_labels(work), ("pod_uid", work.pod_uid), ("slurm_job", work.slurm_job))
+                workload = model.workload(self._pod_of(work), work.pod_uid, work.slurm_job)
                 entity = model.named(entity, facts.name, facts.user, workload)
                 parent = parents.get(dict(entity.info).get("parent", ""))
                 if work.slurm_job and parent is not None:
@@ -188,18 +188,17 @@ class Attributor:
         named = next((p for p in state.pods.values() if p.namespace == namespace and p.pod == pod), None)
         if named is None:
             return ()
-        return (("pod_uid", named.uid), *((f"label/{k}", v) for k, v in sorted(named.labels.items())))
+        return model.pod_info(named.uid, named.labels)
 
-    def _pod_labels(self, work: Workload) -> tuple[tuple[str, str], ...]:
-        """``namespace``, ``pod`` and ``container`` of a process's pod UID, where the kubelet names it."""
+    def _pod_of(self, work: Workload) -> tuple[str, str, str] | None:
+        """Namespace, pod and container of a process's pod UID, where the kubelet names it."""
         if not work.pod_uid:
-            return ()
+            return None
         sources = (self._pod_names, self._api_pods)
         named = next((n for s in sources if s is not None for n in [s.current().pods.get(work.pod_uid)] if n), None)
         if named is None:
-            return ()
-        container = named.containers.get(work.container_id, "")
-        return (("namespace", named.namespace), ("pod", named.pod), ("container", container))
+            return None
+        return named.namespace, named.pod, named.containers.get(work.container_id, "")
 
     def _hpc_parents(self, device: DeviceIdentity, parents: dict[str, Entity]) -> list[tuple[Entity, tuple[str, ...]]]:
         if self._hpc is None:

@@ -4,7 +4,12 @@ Rows live in one module per group of collectors (:mod:`.devices`, :mod:`.health`
 :mod:`.links`, :mod:`.profiling`); their shape is :mod:`.spec`, the shared vocabulary :mod:`.vocabulary`, and
 the metrics without a vendor source (identity, events, self-metrics) :mod:`.fixed`, the Xid table :mod:`.xids`.
 Backends, the pipeline, the exposition, the README's metric table and the tests all read this
-table; nothing else names a metric.
+table. No code outside it spells a metric name: code that needs one by name takes it from a row,
+from :mod:`.fixed`'s named rows or from :mod:`.keys` (with :func:`key_of` for a row of a family of
+several), and ``tests/test_single_source.py`` fails on a literal name elsewhere (its exceptions are
+named there, each with its reason). dcgm-exporter's names (``DCGM_FI_*``) are dcgm-exporter's facts:
+a row records the one it maps to (``compat_name``), and the full field table is
+:mod:`gpu_exporter.compat.field_names`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from gpu_exporter.catalogue.spec import (
     MetricSpec,
     NvmlSource,
     Source,
+    key_of,
     scaled,
 )
 from gpu_exporter.catalogue.vocabulary import (
@@ -114,5 +120,5 @@ __all__ = [
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
     "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",
-    "scaled",
+    "key_of", "scaled",
 ]  # fmt: skip

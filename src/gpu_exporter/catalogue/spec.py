@@ -5,7 +5,8 @@ A :class:`MetricSpec` is data only. ``entities`` names the kinds of thing a row 
 its MIG instances, one NVLink, an NVSwitch, a switch port, later processes, pods and jobs);
 ``sources`` maps a backend's name to where that backend reads the raw value and the exact factor
 into the base unit; ``derive`` marks a row the pipeline computes from other rows instead of
-reading it. Everything else in the exporter reads these rows: nothing names a metric in code.
+reading it. Everything else in the exporter reads these rows; code outside the catalogue that needs
+a row by name takes its key from :mod:`.keys` (see :mod:`gpu_exporter.catalogue`).
 """
 
 from __future__ import annotations
@@ -180,6 +181,14 @@ class IdleWhileAllocated:
 Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated
 
 
+def key_of(name: str, variant: tuple[tuple[str, str], ...] = ()) -> str:
+    """The key of family ``name``'s row with these variant labels: ``name{label=value,...}``, or the
+    name alone for a family of one row (as samples are keyed)."""
+    if not variant:
+        return name
+    return name + "{" + ",".join(f"{label}={value}" for label, value in variant) + "}"
+
+
 @dataclass(frozen=True, eq=False)
 class MetricSpec:  # derived attributes are cached (rows are immutable and read on every sample)
     """One exported metric about an entity.
@@ -213,9 +222,7 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     @cached_property
     def key(self) -> str:
         """Unique key of this row: the name, plus the variant labels when the family has several rows."""
-        if not self.variant:
-            return self.name
-        return self.name + "{" + ",".join(f"{label}={value}" for label, value in self.variant) + "}"
+        return key_of(self.name, self.variant)
 
     @cached_property
     def help(self) -> str:

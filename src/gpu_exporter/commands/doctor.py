@@ -29,13 +29,13 @@ from pathlib import Path
 from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
-from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.catalogue import enabled_specs, keys
 from gpu_exporter.config import Settings
 from gpu_exporter.sampling.sampler import Sampler
 from gpu_exporter.sampling.snapshot import DeviceView
 
 LEVELS = ("ok", "skip", "warn", "fail")
-SM_ACTIVE = "gpu_sm_active_ratio"
+SM_ACTIVE = keys.SM_ACTIVE
 EXIT = {"ok": 0, "skip": 0, "warn": 3, "fail": 4}
 CONTAINER_FIX = (
     "this looks like a container started without GPU access: run it with the NVIDIA container toolkit "

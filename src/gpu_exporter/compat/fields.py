@@ -16,6 +16,10 @@ DCGM 4.x's base-unit fields (1600-1612, :data:`BASE_UNIT_TWINS`) are one row eac
 
 :data:`NOT_SERVED` covers the rest of DCGM's device fields by id range, each with its reason; a test
 checks that every DCGM_FI_DEV_* id is served or has one, and the README's list is built from both.
+
+The field ids here are DCGM's facts, as are the names of :mod:`.field_names`; the catalogue rows a
+field is composed from are named through :mod:`gpu_exporter.catalogue.keys` and
+:func:`~gpu_exporter.catalogue.key_of`, never spelled here.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_FIELDS, key_of, keys
 from gpu_exporter.catalogue.links import NVLINK5_COUNTERS
 from gpu_exporter.model import Entity
 
@@ -81,7 +85,7 @@ class Composed:
 def _composed() -> dict[int, Composed]:
     out = {
         112: Composed(
-            tuple((f"gpu_clock_event_active{{reason={reason}}}", bit) for reason, bit in CLOCK_EVENT_REASONS),
+            tuple((key_of(keys.CLOCK_EVENT_ACTIVE, (("reason", reason),)), bit) for reason, bit in CLOCK_EVENT_REASONS),
             "Σ bit × `gpu_clock_event_active{reason}`",
         )
     }
@@ -89,21 +93,21 @@ def _composed() -> dict[int, Composed]:
     # slowdown are the perf-policy violation counters (nvml.h maps NVML_PERF_POLICY_POWER, _SYNC_BOOST
     # and _THERMAL onto them), so they are gpu_clock_throttle_seconds_total in nanoseconds.
     for number, reason in ((1420, "power"), (1421, "sync_boost"), (1422, "thermal")):
-        key = f"gpu_clock_throttle_seconds_total{{reason={reason}}}"
+        key = key_of(keys.CLOCK_THROTTLE, (("reason", reason),))
         out[number] = Composed(((key, 10**9),), f"`{key}` × 10⁹ (ns), rounded", whole=True)
     for kind, ids in NVLINK_ERROR_FIELDS:
-        key = f"gpu_nvlink_errors_total{{type={kind}}}"
+        key = key_of(keys.NVLINK_ERRORS, (("type", kind),))
         out[NVLINK_TOTAL_FIELDS[kind]] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
         for link, number in enumerate(ids):
             out[number] = Composed(((key, 1),), f"`{key}` of link {link}", links=True, link=link)
     # DCGM 498, 499: DCGM asks NVML fields 162 and 161 (DL recovery, DL replay) with scopeId 0, i.e.
     # link 0's counters, the ones nvmlDeviceGetNvLinkErrorCounter reads (NVML: not on Blackwell and later).
     for number, kind in ((498, "recovery"), (499, "replay")):
-        key = f"gpu_nvlink_errors_total{{type={kind}}}"
+        key = key_of(keys.NVLINK_ERRORS, (("type", kind),))
         out[number] = Composed(((key, 1),), f"`{key}` of link 0 (DCGM asks scopeId 0)", links=True, link=0)
     # DCGM 1200-1214, 1219, 1404-1419: on NVLink5 DCGM asks NVML for the sum over the links (scopeId UINT_MAX).
     for name, variant, _selector, number, _text in NVLINK5_COUNTERS:
-        key = name + ("{" + ",".join(f"{label}={value}" for label, value in variant) + "}" if variant else "")
+        key = key_of(name, variant)
         out[number] = Composed(((key, 1),), f"Σ over links of `{key}`", links=True)
     # DCGM 1040-1075: per-link NVLink bytes/s from GPM (DCGM's GPM manager: NVML_GPM_METRIC_NVLINK_L<n>_TX/RX_PER_SEC
     # × 2^20), INT64, one GPU series per link field.
@@ -121,24 +125,24 @@ def _composed() -> dict[int, Composed]:
 
 #: DCGM 1600-1612 in id order: the catalogue row each is read from, and whether its fraction is dropped.
 BASE_UNIT_TWINS: tuple[tuple[str, bool], ...] = (
-    ("gpu_bar1_memory_total_bytes", False),  # 1600 DCGM_FI_DEV_BAR1_CAPACITY_BYTES (legacy 90, MiB)
-    ("gpu_bar1_memory_used_bytes", False),  # 1601 (92)
-    ("gpu_bar1_memory_free_bytes", False),  # 1602 (93)
-    ("gpu_sm_clock_hertz", False),  # 1603 DCGM_FI_DEV_SM_CLOCK_HERTZ (legacy 100, MHz)
-    ("gpu_memory_clock_hertz", False),  # 1604 (101)
-    ("gpu_video_clock_hertz", False),  # 1605 (102)
-    ("gpu_sm_clock_application_hertz", False),  # 1606 (110)
-    ("gpu_memory_clock_application_hertz", False),  # 1607 (111)
-    ("gpu_sm_clock_max_hertz", False),  # 1608 (113)
-    ("gpu_memory_clock_max_hertz", False),  # 1609 (114)
-    ("gpu_video_clock_max_hertz", False),  # 1610 (115)
-    ("gpu_energy_joules_total", True),  # 1611 DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL (legacy 156, mJ)
-    ("gpu_fan_speed_ratio", False),  # 1612 DCGM_FI_DEV_FAN_SPEED_RATIO (legacy 191, %), a double
+    (keys.BAR1_TOTAL, False),  # 1600 DCGM_FI_DEV_BAR1_CAPACITY_BYTES (legacy 90, MiB)
+    (keys.BAR1_USED, False),  # 1601 (92)
+    (keys.BAR1_FREE, False),  # 1602 (93)
+    (keys.SM_CLOCK, False),  # 1603 DCGM_FI_DEV_SM_CLOCK_HERTZ (legacy 100, MHz)
+    (keys.MEMORY_CLOCK, False),  # 1604 (101)
+    (keys.VIDEO_CLOCK, False),  # 1605 (102)
+    (keys.SM_CLOCK_APPLICATION, False),  # 1606 (110)
+    (keys.MEMORY_CLOCK_APPLICATION, False),  # 1607 (111)
+    (keys.SM_CLOCK_MAX, False),  # 1608 (113)
+    (keys.MEMORY_CLOCK_MAX, False),  # 1609 (114)
+    (keys.VIDEO_CLOCK_MAX, False),  # 1610 (115)
+    (keys.ENERGY, True),  # 1611 DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL (legacy 156, mJ)
+    (keys.FAN_SPEED, False),  # 1612 DCGM_FI_DEV_FAN_SPEED_RATIO (legacy 191, %), a double
 )
 
 
 #: The per-link GPM rows (NVML backend) behind DCGM 1040-1075 and the link-entity fields 1532, 1533.
-LINK_GPM_TX, LINK_GPM_RX = "gpu_nvlink_link_transmit_bytes_per_second", "gpu_nvlink_link_receive_bytes_per_second"
+LINK_GPM_TX, LINK_GPM_RX = keys.NVLINK_LINK_TRANSMIT_RATE, keys.NVLINK_LINK_RECEIVE_RATE
 #: DCGM field id → how it is composed from catalogue rows.
 COMPOSED: dict[int, Composed] = _composed()
 
@@ -206,14 +210,14 @@ def decimal_label(value: Callable[[DeviceIdentity], int | None]) -> Callable[[Ho
 #: DCGM field 254 (DCGM_FI_DEV_FB_USED_RATIO, also named DCGM_FI_DEV_FB_USED_PERCENT), computed as DCGM's
 #: cache manager does: used / (total - reserved) of the memory info, a double in 0-1 (not percent).
 FB_USED_RATIO = 254
-FB_USED_RATIO_KEYS = frozenset({"gpu_memory_used_bytes", "gpu_memory_total_bytes"})
+FB_USED_RATIO_KEYS = frozenset({keys.MEMORY_USED, keys.MEMORY_TOTAL})
 
 
 def fb_used_ratio(values: Mapping[str, float]) -> float | None:
     """Framebuffer used ÷ (total − reserved) of one GPU or MIG instance; None without used and total
     or when nothing is left after the reserved part (DCGM: no data). Reserved counts 0 where unread."""
-    used, total = values.get("gpu_memory_used_bytes"), values.get("gpu_memory_total_bytes")
-    usable = None if total is None else total - values.get("gpu_memory_reserved_bytes", 0.0)
+    used, total = values.get(keys.MEMORY_USED), values.get(keys.MEMORY_TOTAL)
+    usable = None if total is None else total - values.get(keys.MEMORY_RESERVED, 0.0)
     if used is None or not usable:
         return None
     return used / usable
@@ -225,7 +229,7 @@ BANDWIDTH_LINKS: tuple[int, ...] = (*range(440, 446), *range(475, 481), *range(4
 #: Bandwidth field id → its link (None: every link).
 BANDWIDTH_FIELDS: dict[int, int | None] = {BANDWIDTH_TOTAL: None}
 BANDWIDTH_FIELDS.update({n: link for link, n in enumerate(BANDWIDTH_LINKS)})
-BANDWIDTH_KEYS = ("gpu_nvlink_transmit_bytes_total", "gpu_nvlink_receive_bytes_total")
+BANDWIDTH_KEYS = (keys.NVLINK_TRANSMIT_BYTES, keys.NVLINK_RECEIVE_BYTES)
 BANDWIDTH_SOURCE = (
     "Δ(RX + TX KiB of `gpu_nvlink_receive_bytes_total`, `gpu_nvlink_transmit_bytes_total`) ÷ seconds "
     "between samples ÷ 1000, truncated, 0 at the first sample (DCGM's ReadAndCacheNvLinkBandwidth)"
@@ -293,13 +297,13 @@ class NvlinkBandwidth:
 #: DCGM link-entity fields (DCGM_FE_LINK) served per NVLink of a GPU: DCGM reads 1525-1528 with
 #: nvmlDeviceGetNvLinkErrorCounter for the link, i.e. one ``gpu_nvlink_errors_total{type}`` row each.
 LINK_ENTITY_FIELDS: dict[int, str] = {
-    number: f"gpu_nvlink_errors_total{{type={kind}}}"
+    number: key_of(keys.NVLINK_ERRORS, (("type", kind),))
     for number, kind in ((1525, "crc_flit"), (1526, "crc_data"), (1527, "replay"), (1528, "recovery"))
 }
 #: DCGM 1508 (DCGM_FI_DEV_NVLINK_GET_STATE, a link entity's): NVML field 165's raw state 0-3, as DCGM stores it.
-LINK_ENTITY_FIELDS[1508] = "gpu_nvlink_state"
+LINK_ENTITY_FIELDS[1508] = keys.NVLINK_STATE
 #: DCGM 1509 (DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT, a link entity's): PRM counter 201 of the link's port.
-LINK_ENTITY_FIELDS[1509] = "gpu_nvlink_port_transmit_wait_total"
+LINK_ENTITY_FIELDS[1509] = keys.NVLINK_PORT_TRANSMIT_WAIT
 #: DCGM 1532, 1533 (DCGM_FI_PROF_NVLINK_TX/RX_BYTES_PER_LINK, a link entity's): the link's GPM rate, bytes/s.
 LINK_ENTITY_FIELDS[1532], LINK_ENTITY_FIELDS[1533] = LINK_GPM_TX, LINK_GPM_RX
 #: DCGM_FI_DEV_NVLINK_THROUGHPUT_PER_LINK: the link's bandwidth, as DCGM's per-link 440-448, 475-480, 494-496.
@@ -310,8 +314,8 @@ LINK_BANDWIDTHS: dict[int, str] = {LINK_BANDWIDTH: "", 1530: "tx", 1531: "rx"}
 #: DCGM 1215, 1217: NVML's encoded NVLink5 bit error rates as DCGM stores them (INT64), i.e. the raw value
 #: NVML answered for these rows (their value is the decoded ratio, DCGM's 1216 and 1218).
 ENCODED_FIELDS: dict[int, str] = {
-    1215: "gpu_nvlink_symbol_bit_error_ratio",
-    1217: "gpu_nvlink_effective_bit_error_ratio",
+    1215: keys.NVLINK_SYMBOL_BER,
+    1217: keys.NVLINK_EFFECTIVE_BER,
 }
 #: Label fields DCGM serves for any entity (DCGM_FE_NONE: the driver and NVML versions), so dcgm-exporter's
 #: link collector has them; every other label field is a GPU's, which it does not ask for a link.
@@ -324,7 +328,7 @@ def link_entities(samples: Mapping[Entity, Mapping[str, float]], gpu: Entity) ->
     return sorted(
         (int(dict(entity.labels)["nvlink"]), entity)
         for entity, values in samples.items()
-        if entity.kind == "nvlink" and entity.uid.startswith(gpu.uid + "/") and values.get("gpu_nvlink_up") == 1
+        if entity.kind == "nvlink" and entity.uid.startswith(gpu.uid + "/") and values.get(keys.NVLINK_UP) == 1
     )
 
 

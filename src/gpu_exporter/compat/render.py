@@ -25,7 +25,8 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, scaled
+from gpu_exporter.catalogue import BY_KEY, CLOCK_EVENT_REASONS, METRICS, ONE, DcgmSource, MetricSpec, key_of, scaled
+from gpu_exporter.catalogue.keys import CLOCK_EVENT_ACTIVE, NVLINK_UP
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.devices import monitored, unmatched_ids
 from gpu_exporter.compat.field_names import FIELD_IDS, field_id
@@ -85,6 +86,8 @@ LABEL_FIELDS.update({number: decimal_label(value) for number, value in IDENTITY_
 _XID_FIELD = 230
 _XID_COUNT = 9001
 _CLOCK_COUNT = 9002
+#: A row of the clock_events collector, which DCGM_EXP_CLOCK_EVENTS_COUNT counts from: enabled with it.
+_POWER_CAP_EVENT = key_of(CLOCK_EVENT_ACTIVE, (("reason", "power_cap"),))
 _P2P_STATUS = 9004
 #: Framebuffer fields: quantities of the instance itself, never copied from the whole GPU.
 _FRAMEBUFFER_IDS = frozenset(range(250, 256))
@@ -172,7 +175,7 @@ def plan(
             else:
                 reason = "the memory collector is disabled"
         elif number == _CLOCK_COUNT:
-            if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
+            if _POWER_CAP_EVENT in {spec.key for spec in specs}:
                 items.append(_Item(counter, number))
             else:
                 reason = "the clock_events collector is disabled"
@@ -183,7 +186,7 @@ def plan(
                 reason = f"the row it is read from ({ENCODED_FIELDS[number]}) is not enabled on the {backend} backend"
         elif number in LINK_ENTITY_FIELDS or number in LINK_BANDWIDTHS:  # DCGM link-entity fields
             wanted = {LINK_ENTITY_FIELDS[number]} if number in LINK_ENTITY_FIELDS else set(BANDWIDTH_KEYS)
-            if wanted | {"gpu_nvlink_up"} <= {spec.key for spec in specs if _supplied(spec, backend)}:
+            if wanted | {NVLINK_UP} <= {spec.key for spec in specs if _supplied(spec, backend)}:
                 items.append(_Item(counter, number))
             else:
                 reason = f"the per-link rows it is read from are not enabled on the {backend} backend"
@@ -237,13 +240,13 @@ def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[st
         if number == FB_USED_RATIO:
             keys = tuple(FB_USED_RATIO_KEYS)
         elif number == _CLOCK_COUNT:
-            keys = ("gpu_clock_event_active{reason=power_cap}",)
+            keys = (_POWER_CAP_EVENT,)
         elif number in ENCODED_FIELDS:
             keys = (ENCODED_FIELDS[number],)
         elif number in LINK_ENTITY_FIELDS:
-            keys = (LINK_ENTITY_FIELDS[number], "gpu_nvlink_up")
+            keys = (LINK_ENTITY_FIELDS[number], NVLINK_UP)
         elif number in LINK_BANDWIDTHS:
-            keys = (*BANDWIDTH_KEYS, "gpu_nvlink_up")
+            keys = (*BANDWIDTH_KEYS, NVLINK_UP)
         elif number in BANDWIDTH_FIELDS and number not in known:
             keys = BANDWIDTH_KEYS
         elif number in COMPOSED and number not in known:

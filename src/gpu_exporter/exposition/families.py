@@ -15,13 +15,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
-from gpu_exporter.catalogue import FIXED, PRECREATED_XIDS, MetricSpec
+from gpu_exporter.catalogue import PRECREATED_XIDS, SELF_METRICS, FixedMetric, MetricSpec, fixed
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Samples, SelfStats
-
-#: The ``*_info`` family of each entity kind that has one.
-_INFO_OF = {"mig": "gpu_mig_info", "nvswitch": "gpu_nvswitch_info"}
 
 
 def _family(name: str, kind: str, unit: str, help_text: str) -> Metric:
@@ -29,8 +26,7 @@ def _family(name: str, kind: str, unit: str, help_text: str) -> Metric:
     return cls(name, help_text, unit=unit)
 
 
-def _fixed(name: str) -> Metric:
-    metric = FIXED[name]
+def _fixed(metric: FixedMetric) -> Metric:
     return _family(metric.name, metric.kind, metric.unit, metric.help)
 
 
@@ -41,8 +37,8 @@ def _add(family: Metric, labels: dict[str, str], value: float) -> None:
     family.samples.append(Sample(family.name + suffix, labels, value))
 
 
-def _labelled(name: str, values: Sequence[str], value: float, family: Metric) -> None:
-    _add(family, dict(zip(FIXED[name].labels, values, strict=True)), value)
+def _labelled(metric: FixedMetric, values: Sequence[str], value: float, family: Metric) -> None:
+    _add(family, dict(zip(metric.labels, values, strict=True)), value)
 
 
 def entity_families(specs: Sequence[MetricSpec], groups: Sequence[Samples], info: Mapping[str, Metric]) -> list[Metric]:
@@ -52,7 +48,8 @@ def entity_families(specs: Sequence[MetricSpec], groups: Sequence[Samples], info
     by_name = {spec.name: _family(spec.name, spec.kind, spec.unit, spec.help) for spec in specs}
     for entities in groups:
         for entity in entities:
-            name = _INFO_OF.get(entity.kind, "")
+            metric = fixed.INFO_OF.get(entity.kind)
+            name = "" if metric is None else metric.name
             if name in info:
                 _add(info[name], dict(entity.labels + entity.info), 1)
         for spec in specs:
@@ -108,17 +105,22 @@ def device_families(
     """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per GPU-rooted row, and the event
     counters when ``events`` is given (Xid collector enabled)."""
     _rotate()
-    info, up, mig_info = _fixed("gpu_info"), _fixed("gpu_up"), _fixed("gpu_mig_info")
+    info, up, mig_info = _fixed(fixed.GPU_INFO), _fixed(fixed.GPU_UP), _fixed(fixed.MIG_INFO)
     rows = [spec for spec in specs if spec.root == "gpu"]
     for device in devices:
         ident = device.identity
-        base = {"gpu": str(ident.index), "uuid": ident.uuid}
+        base = dict(device.entity.labels)
         identity = (ident.name, ident.pci_bus_id, ident.serial, host.driver_version, host.cuda_version,
                     ident.vbios_version, ident.board_part_number, ident.minor_number, ident.mig_mode,
                     *_more_identity(ident))  # fmt: skip
-        _labelled("gpu_info", (*base.values(), *identity), 1, info)
+        _labelled(fixed.GPU_INFO, (*base.values(), *identity), 1, info)
         _add(up, base, 1 if device.up else 0)
-    families = [info, up, mig_info, *entity_families(rows, [d.samples for d in devices], {"gpu_mig_info": mig_info})]
+    families = [
+        info,
+        up,
+        mig_info,
+        *entity_families(rows, [d.samples for d in devices], {fixed.MIG_INFO.name: mig_info}),
+    ]
     if events is not None:
         families.extend(event_families(devices, events))
     return families
@@ -142,12 +144,12 @@ def _more_identity(ident: DeviceIdentity) -> tuple[str, ...]:
 
 def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric]:
     """``gpu_nvswitch_info`` and one family per fabric-rooted row (NVSwitches and their ports)."""
-    info = _fixed("gpu_nvswitch_info")
+    info = _fixed(fixed.NVSWITCH_INFO)
     groups: dict[str, dict[Entity, Mapping[str, float]]] = {}
     for entity, values in fabric.items():  # one group per switch: the switch, then its ports
         groups.setdefault(dict(entity.labels).get("nvswitch", ""), {})[entity] = values
     rows = [spec for spec in specs if spec.root == "fabric"]
-    return [info, *entity_families(rows, list(groups.values()), {"gpu_nvswitch_info": info})]
+    return [info, *entity_families(rows, list(groups.values()), {fixed.NVSWITCH_INFO.name: info})]
 
 
 def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
@@ -156,13 +158,9 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
     sampler still lists: a lost GPU keeps them (its Xid 79 arrives just before the loss, and a series
     gone by the next scrape is never stored) until it has been out of the driver's list for the
     vanished retention; the counts are kept by UUID, so a GPU that comes back carries on from them."""
-    xids, last, ecc = (
-        _fixed("gpu_xid_errors_total"),
-        _fixed("gpu_xid_last_timestamp_seconds"),
-        _fixed("gpu_ecc_error_events_total"),
-    )
+    xids, last, ecc = _fixed(fixed.XID_ERRORS), _fixed(fixed.XID_LAST_TIMESTAMP), _fixed(fixed.ECC_ERROR_EVENTS)
     for device in devices:
-        base = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
+        base = dict(device.entity.labels)
         tally = events.get(device.identity.uuid, XidTally())
         for code in sorted(set(PRECREATED_XIDS) | set(tally.xid)):
             _add(xids, {**base, "xid": str(code)}, tally.xid.get(code, 0))
@@ -176,39 +174,37 @@ def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:
     """``gpu_exporter_*``: build, backend, cycle timing and health, errors by kind, per-device reads,
     and each collector's success and duration in the last cycle."""
-    families = {name: _fixed(name) for name in FIXED if name.startswith("gpu_exporter_")}
-    _add(
-        families["gpu_exporter_build_info"], {"version": stats.version, "python_version": platform.python_version()}, 1
-    )
-    _add(families["gpu_exporter_backend_info"], {"backend": stats.backend, "reason": stats.backend_reason}, 1)
-    _add(families["gpu_exporter_backend_up"], {}, 1 if stats.backend_up else 0)
-    _add(families["gpu_exporter_collect_interval_seconds"], {}, stats.interval_seconds)
+    families = {metric: _fixed(metric) for metric in SELF_METRICS}
+    _add(families[fixed.BUILD_INFO], {"version": stats.version, "python_version": platform.python_version()}, 1)
+    _add(families[fixed.BACKEND_INFO], {"backend": stats.backend, "reason": stats.backend_reason}, 1)
+    _add(families[fixed.BACKEND_UP], {}, 1 if stats.backend_up else 0)
+    _add(families[fixed.COLLECT_INTERVAL], {}, stats.interval_seconds)
     if stats.cycle_seconds is not None:
-        _add(families["gpu_exporter_sample_duration_seconds"], {}, stats.cycle_seconds)
+        _add(families[fixed.SAMPLE_DURATION], {}, stats.cycle_seconds)
     if stats.last_success_timestamp is not None:
-        _add(families["gpu_exporter_last_sample_timestamp_seconds"], {}, stats.last_success_timestamp)
+        _add(families[fixed.LAST_SAMPLE_TIMESTAMP], {}, stats.last_success_timestamp)
     for kind in sorted(stats.errors):
-        _add(families["gpu_exporter_sample_errors_total"], {"kind": kind}, stats.errors[kind])
+        _add(families[fixed.SAMPLE_ERRORS], {"kind": kind}, stats.errors[kind])
     for name in sorted(stats.invalid):
-        _add(families["gpu_exporter_invalid_values_total"], {"field": name}, stats.invalid[name])
+        _add(families[fixed.INVALID_VALUES], {"field": name}, stats.invalid[name])
     for device in devices:
-        labels = {"gpu": str(device.identity.index), "uuid": device.identity.uuid}
+        labels = dict(device.entity.labels)
         if device.read_seconds is not None:
-            _add(families["gpu_exporter_device_read_duration_seconds"], labels, device.read_seconds)
-        _add(families["gpu_exporter_device_stalled"], labels, 1 if device.stalled else 0)
+            _add(families[fixed.DEVICE_READ_DURATION], labels, device.read_seconds)
+        _add(families[fixed.DEVICE_STALLED], labels, 1 if device.stalled else 0)
         if not device.up:
-            _add(families["gpu_exporter_device_down"], {**labels, "reason": device.down_reason or "lost"}, 1)
+            _add(families[fixed.DEVICE_DOWN], {**labels, "reason": device.down_reason or "lost"}, 1)
     for reason, count in sorted(stats.not_served.items()):
-        _add(families["gpu_exporter_fields_not_served"], {"reason": reason}, count)
+        _add(families[fixed.FIELDS_NOT_SERVED], {"reason": reason}, count)
     for name, source in stats.sources.items():
-        _add(families["gpu_exporter_source_up"], {"source": name}, 1 if source.up else 0)
-        _add(families["gpu_exporter_source_requests_total"], {"source": name}, source.requests)
+        _add(families[fixed.SOURCE_UP], {"source": name}, 1 if source.up else 0)
+        _add(families[fixed.SOURCE_REQUESTS], {"source": name}, source.requests)
         for kind in sorted(source.failures):
-            _add(families["gpu_exporter_source_failures_total"], {"source": name, "kind": kind}, source.failures[kind])
+            _add(families[fixed.SOURCE_FAILURES], {"source": name, "kind": kind}, source.failures[kind])
         if source.last_success is not None:
-            _add(families["gpu_exporter_source_last_success_timestamp_seconds"], {"source": name}, source.last_success)
+            _add(families[fixed.SOURCE_LAST_SUCCESS], {"source": name}, source.last_success)
     for name, status in stats.collectors.items():
-        _add(families["gpu_exporter_collector_success"], {"collector": name}, 1 if status.success else 0)
+        _add(families[fixed.COLLECTOR_SUCCESS], {"collector": name}, 1 if status.success else 0)
         if status.seconds is not None:
-            _add(families["gpu_exporter_collector_duration_seconds"], {"collector": name}, status.seconds)
+            _add(families[fixed.COLLECTOR_DURATION], {"collector": name}, status.seconds)
     return list(families.values())

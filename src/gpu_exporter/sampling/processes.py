@@ -5,9 +5,10 @@ are the sums (memory held, utilization shares, and ``gpu_processes``: how many i
 from __future__ import annotations
 
 from gpu_exporter.backends.base import RawReading
-from gpu_exporter.model import OTHER_PID, Entity
+from gpu_exporter.catalogue.keys import PROCESS_MEMORY_USED
+from gpu_exporter.model import Entity, other_process
 
-_MEMORY = "gpu_process_memory_used_bytes"
+_MEMORY = PROCESS_MEMORY_USED
 #: Process series kept per GPU or MIG instance unless configured (--collector.processes.max-per-gpu).
 MAX_PROCESSES = 16
 
@@ -21,13 +22,12 @@ def fold(reading: RawReading, limit: int) -> None:
     if all(len(entities) <= limit for entities in by_parent.values()):
         return
     folded: dict[Entity, Entity] = {}  # folded process → its parent's "other" entity
-    for parent, entities in by_parent.items():
+    for entities in by_parent.values():
         if len(entities) <= limit:
             continue
         ranked = sorted(entities, key=lambda e: (-reading.raw[e].get(_MEMORY, 0.0), e.uid))
         for entity in ranked[limit:]:
-            labels = (*entity.labels[:-3], ("pid", OTHER_PID), ("process", ""), ("user", ""))
-            folded[entity] = Entity("process", f"{parent}/pid{OTHER_PID}", labels, entity.info)
+            folded[entity] = other_process(entity)
     out: dict[Entity, dict[str, float]] = {}
     for entity, values in reading.raw.items():
         other = folded.get(entity)

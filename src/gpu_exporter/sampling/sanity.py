@@ -10,12 +10,11 @@ read (memory used above total). Invalid values are counted per metric in
 
 from __future__ import annotations
 
+from gpu_exporter.catalogue.keys import MEMORY_FREE, MEMORY_TOTAL, MEMORY_USED
+
 #: All-ones values of 32- and 64-bit unsigned fields, which NVML uses as "no value".
 SENTINELS = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
-_CONSISTENCY = (
-    ("gpu_memory_used_bytes", "gpu_memory_total_bytes"),
-    ("gpu_memory_free_bytes", "gpu_memory_total_bytes"),
-)
+_CONSISTENCY = ((MEMORY_USED, MEMORY_TOTAL), (MEMORY_FREE, MEMORY_TOTAL))
 
 
 def drop_inconsistent(values: dict[str, float], invalid: dict[str, int]) -> None:

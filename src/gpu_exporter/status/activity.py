@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpu_exporter.backends.base import DeviceIdentity
+from gpu_exporter.catalogue import keys
 from gpu_exporter.sampling.snapshot import SelfStats
 
 #: GPU-Util at or above this while SM activity stays below :data:`LOW_SM_ACTIVE`: busy but under-using
@@ -17,10 +18,10 @@ BUSY_UTILIZATION = 0.8
 LOW_SM_ACTIVE = 0.5
 #: Card key → catalogue row.
 RATIOS: dict[str, str] = {
-    "sm_active_ratio": "gpu_sm_active_ratio",
-    "sm_occupancy_ratio": "gpu_sm_occupancy_ratio",
-    "tensor_active_ratio": "gpu_tensor_pipe_active_ratio",
-    "dram_active_ratio": "gpu_dram_active_ratio",
+    "sm_active_ratio": keys.SM_ACTIVE,
+    "sm_occupancy_ratio": keys.SM_OCCUPANCY,
+    "tensor_active_ratio": keys.TENSOR_ACTIVE,
+    "dram_active_ratio": keys.DRAM_ACTIVE,
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES
+from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, XID_CODES, key_of, keys
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Snapshot
@@ -37,10 +37,14 @@ THROTTLES = frozenset({"power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "
 HOT_MARGIN_CELSIUS = 10.0
 #: The card values the status page keeps a recent trail of (sparklines), by the sample key they come from.
 TRAIL: dict[str, str] = {
-    "utilization_ratio": "gpu_utilization_ratio",
-    "power_watts": "gpu_power_watts",
-    "temperature_celsius": "gpu_temperature_celsius",
+    "utilization_ratio": keys.UTILIZATION,
+    "power_watts": keys.POWER,
+    "temperature_celsius": keys.TEMPERATURE,
 }
+#: The key of each clock-event reason's row, in the catalogue's order.
+_CLOCK_EVENT_KEYS = {name: key_of(keys.CLOCK_EVENT_ACTIVE, (("reason", name),)) for name, _bit in CLOCK_EVENT_REASONS}
+_ECC_UNCORRECTED_VOLATILE = key_of(keys.ECC_ERRORS, (("type", "uncorrected"), ("counter", "volatile")))
+_ECC_CORRECTED_VOLATILE = key_of(keys.ECC_ERRORS, (("type", "corrected"), ("counter", "volatile")))
 
 
 def _get(values: Mapping[str, float], key: str) -> float | None:
@@ -63,9 +67,9 @@ def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
                 "pid": labels.get("pid", ""),
                 "name": labels.get("process", ""),
                 "user": labels.get("user", ""),
-                "memory_used_bytes": _get(values, "gpu_process_memory_used_bytes"),
-                "sm_utilization_ratio": _get(values, "gpu_process_sm_utilization_ratio"),
-                "processes": _get(values, "gpu_processes"),
+                "memory_used_bytes": _get(values, keys.PROCESS_MEMORY_USED),
+                "sm_utilization_ratio": _get(values, keys.PROCESS_SM_UTILIZATION),
+                "processes": _get(values, keys.PROCESSES),
                 "namespace": labels.get("namespace", ""),
                 "pod": labels.get("pod", ""),
                 "container": labels.get("container", ""),
@@ -92,13 +96,11 @@ def _allocations(device: DeviceView, parent: Entity) -> list[str]:
 
 
 def _has_clock_events(values: Mapping[str, float]) -> bool:
-    return any(f"gpu_clock_event_active{{reason={name}}}" in values for name, _bit in CLOCK_EVENT_REASONS)
+    return any(key in values for key in _CLOCK_EVENT_KEYS.values())
 
 
 def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title: str) -> Card:
-    reasons = [
-        name for name, _bit in CLOCK_EVENT_REASONS if values.get(f"gpu_clock_event_active{{reason={name}}}", 0.0) > 0
-    ]
+    reasons = [name for name, key in _CLOCK_EVENT_KEYS.items() if values.get(key, 0.0) > 0]
     card: Card = {
         "kind": entity.kind,
         "uid": entity.uid,
@@ -108,29 +110,29 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "name": device.identity.name,
         "state": "lost" if not device.up else "stalled" if device.stalled else "up",
         "labels": _labels(entity),
-        "utilization_ratio": _get(values, "gpu_utilization_ratio"),
-        "memory_used_bytes": _get(values, "gpu_memory_used_bytes"),
-        "memory_total_bytes": _get(values, "gpu_memory_total_bytes"),
-        "temperature_celsius": _get(values, "gpu_temperature_celsius"),
-        "temperature_slowdown_celsius": _get(values, "gpu_temperature_slowdown_threshold_celsius"),
-        "power_watts": _get(values, "gpu_power_watts"),
-        "power_limit_watts": _get(values, "gpu_power_limit_watts"),
-        "sm_clock_hertz": _get(values, "gpu_sm_clock_hertz"),
-        "sm_clock_max_hertz": _get(values, "gpu_sm_clock_max_hertz"),
-        "memory_clock_hertz": _get(values, "gpu_memory_clock_hertz"),
-        "memory_clock_max_hertz": _get(values, "gpu_memory_clock_max_hertz"),
-        "pcie_generation": _get(values, "gpu_pcie_link_generation"),
-        "pcie_generation_max": _get(values, "gpu_pcie_link_generation_max"),
-        "pcie_width": _get(values, "gpu_pcie_link_width"),
-        "pcie_width_max": _get(values, "gpu_pcie_link_width_max"),
+        "utilization_ratio": _get(values, keys.UTILIZATION),
+        "memory_used_bytes": _get(values, keys.MEMORY_USED),
+        "memory_total_bytes": _get(values, keys.MEMORY_TOTAL),
+        "temperature_celsius": _get(values, keys.TEMPERATURE),
+        "temperature_slowdown_celsius": _get(values, keys.TEMPERATURE_SLOWDOWN),
+        "power_watts": _get(values, keys.POWER),
+        "power_limit_watts": _get(values, keys.POWER_LIMIT),
+        "sm_clock_hertz": _get(values, keys.SM_CLOCK),
+        "sm_clock_max_hertz": _get(values, keys.SM_CLOCK_MAX),
+        "memory_clock_hertz": _get(values, keys.MEMORY_CLOCK),
+        "memory_clock_max_hertz": _get(values, keys.MEMORY_CLOCK_MAX),
+        "pcie_generation": _get(values, keys.PCIE_GENERATION),
+        "pcie_generation_max": _get(values, keys.PCIE_GENERATION_MAX),
+        "pcie_width": _get(values, keys.PCIE_WIDTH),
+        "pcie_width_max": _get(values, keys.PCIE_WIDTH_MAX),
         # None (unknown) where no clock-event value was read (a lost GPU, an unsupported call): not "none"
         "clock_events": [REASON_WORDS.get(name, name) for name in reasons] if _has_clock_events(values) else None,
         "throttled": [REASON_WORDS.get(name, name) for name in reasons if name in THROTTLES],
-        "ecc_enabled": _get(values, "gpu_ecc_mode_enabled"),
-        "ecc_uncorrected_volatile": _get(values, "gpu_ecc_errors_total{type=uncorrected,counter=volatile}"),
-        "ecc_corrected_volatile": _get(values, "gpu_ecc_errors_total{type=corrected,counter=volatile}"),
-        "row_remap_pending": _get(values, "gpu_row_remap_pending"),
-        "row_remap_failed": _get(values, "gpu_row_remap_failed"),
+        "ecc_enabled": _get(values, keys.ECC_MODE),
+        "ecc_uncorrected_volatile": _get(values, _ECC_UNCORRECTED_VOLATILE),
+        "ecc_corrected_volatile": _get(values, _ECC_CORRECTED_VOLATILE),
+        "row_remap_pending": _get(values, keys.ROW_REMAP_PENDING),
+        "row_remap_failed": _get(values, keys.ROW_REMAP_FAILED),
         "processes": _processes(device, entity),
         "allocations": _allocations(device, entity),
         "xid": None,

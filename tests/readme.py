@@ -77,7 +77,7 @@ def _spec_row(family: tuple[MetricSpec, ...]) -> str:
         + (_ENTITY_LABELS["allocation"] if "pod" in spec.entities else "")
     )
     reason = "a near-static value" if spec.every == STATIC else "an expensive call"
-    cadence = f" Read every {spec.every} cycles ({reason})." if spec.every > 1 else ""
+    cadence = f" Read every {spec.every} s ({reason})." if spec.every > 1 else ""
     return f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
 
 

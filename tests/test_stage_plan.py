@@ -106,3 +106,15 @@ def test_the_catalogues_slow_rows_are_its_every_above_one() -> None:
     assert plan.slow == {s.key: s.every for s in ALL_METRICS if s.every > 1 and s.source("dcgm") is not None}
     assert plan.slow["gpu_power_management_limit_watts"] == 60
     assert "gpu_power_watts" not in plan.slow
+
+
+def test_cadence_is_in_seconds_whatever_the_interval() -> None:
+    """A row's ``every`` is seconds: at a 5 s interval a 60 s row is read every 12th cycle and a 5 s
+    row every cycle; at 100 ms a 5 s row every 50th; a value stays current for its cycles + 2."""
+    slow = Plan(SPECS, "nvml", 5.0)
+    assert slow.slow == {"t_sixty": 12}
+    assert slow.current_for("t_sixty") == 14
+    assert [s.name for s in slow.request("gpu", 1, lambda uid, key: True).specs if s.name == "t_sixty"] == []
+    assert "t_three" in [s.name for s in slow.request("gpu", 1, lambda uid, key: True).specs]
+    fast = Plan(SPECS, "nvml", 0.1)
+    assert fast.slow == {"t_two": 20, "t_three": 30, "t_sixty": 600}

@@ -34,7 +34,7 @@ NVLINK_ROWS: tuple[MetricSpec, ...] = (
         "Ticks in which this NVLink port had data to send but sent none (PPCNT port_xmit_wait, NVML PRM "
         "counter 201; Blackwell and later): congestion backpressure", "nvlink",
         NvmlSource("nvmlDeviceReadPRMCounters_v1", "transmit_wait"), None, entities=("nvlink",),
-        every=10,  # a call of its own: a cumulative count loses nothing read every 10 cycles, only freshness
+        every=10,  # a call of its own: a cumulative count loses nothing read every 10 s, only freshness
     ),
     row(
         "gpu_nvlink_transmit_bytes_total", "counter", "bytes", "Data sent over this NVLink since the driver loaded",

@@ -195,9 +195,9 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
 
     ``unit`` is the base unit, also the name's suffix. ``collector`` is the ``--collector.NAME``
     that enables it. ``entities`` are the kinds it describes, in render order (a GPU row NVML also
-    reports per MIG device lists ``("gpu", "mig")``). ``every`` samples an expensive call only every
-    Nth cycle (the last value is kept in between). ``derive`` says how the pipeline computes a row
-    that has no vendor source. ``compat_name`` and ``compat_scale`` render the same sample under
+    reports per MIG device lists ``("gpu", "mig")``). ``every`` reads an expensive call only every so
+    many seconds (at least once a cycle; the last value is kept in between). ``derive`` says how the
+    pipeline computes a row that has no vendor source. ``compat_name`` and ``compat_scale`` render the same sample under
     dcgm-exporter's name and unit. ``variant`` gives the extra labels of one series of a family
     that several rows share (e.g. ``reason``). ``maximum`` is the physical bound in base units
     above which a value is dropped as invalid; ``minimum`` the one below which it is (0: no metric
@@ -313,7 +313,7 @@ def row(
 #: Rows a GPU reports for the whole card and, where NVML or DCGM does, per MIG instance.
 GPU_AND_MIG: tuple[EntityKind, ...] = ("gpu", "mig")
 #: Cadence of near-static values (limits, thresholds, maximum clocks and link widths, ECC mode), which
-#: change only with an admin action or a driver reload: read every 60th cycle, about once a minute.
+#: change only with an admin action or a driver reload: read about once a minute (seconds).
 STATIC = 60
 
 

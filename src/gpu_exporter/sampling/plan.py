@@ -1,7 +1,10 @@
 """Which rows each read asks for: the only place a row's cadence (``every``) is interpreted.
 
-A row is due in cycle ``c`` when ``c % every == 0``; between its reads the pipeline keeps its last
-value, served while younger than ``every + 2`` intervals (other rows: ``STALE_INTERVALS``).
+A row's ``every`` above 1 is in seconds: it is read every ``max(1, round(every / interval))``
+cycles, so a near-static value is read about once a minute whatever the interval (``every = 1``:
+every cycle). A row is due in cycle ``c`` when ``c`` is a multiple of its cycles; between its reads
+the pipeline keeps its last value, served while younger than its cycles + 2 intervals (other rows:
+``STALE_INTERVALS``).
 """
 
 from __future__ import annotations
@@ -18,12 +21,19 @@ STALE_INTERVALS = 3
 class Plan:
     """The rows one backend reads for each root kind, and how long each value stays current."""
 
-    def __init__(self, specs: Sequence[MetricSpec], backend: str) -> None:
+    def __init__(self, specs: Sequence[MetricSpec], backend: str, interval: float = 1.0) -> None:
         #: The rows this backend can read (derived rows and rows it has no source for left out).
         self.readable = tuple(spec for spec in specs if spec.derive is None and spec.source(backend) is not None)
         self._by_root = {root: tuple(spec for spec in self.readable if spec.root == root) for root in ("gpu", "fabric")}
-        self.slow: dict[str, int] = {spec.key: spec.every for spec in self.readable if spec.every > 1}
-        self._everys = {root: sorted({spec.every for spec in specs}) for root, specs in self._by_root.items()}
+        # every = 1 is every cycle, however short; a slower row keeps its pace in seconds
+        self._cycles = {
+            spec.key: 1 if spec.every <= 1 else max(1, round(spec.every / interval)) for spec in self.readable
+        }
+        #: Row key → the cycles between its reads, for rows not read every cycle.
+        self.slow: dict[str, int] = {key: cycles for key, cycles in self._cycles.items() if cycles > 1}
+        self._everys = {
+            root: sorted({self._cycles[spec.key] for spec in specs}) for root, specs in self._by_root.items()
+        }
         # Due rows by (root, which cadences are due): every read of a cycle, and every cycle of the same
         # pattern, gets the same tuple, so a backend can keep what it derives from one (by identity).
         self._due: dict[tuple[str, tuple[bool, ...] | None], tuple[MetricSpec, ...]] = {}
@@ -40,7 +50,7 @@ class Plan:
         due = self._due.get((root, pattern))
         if due is None:
             due = self._due[(root, pattern)] = tuple(
-                spec for spec in self._by_root[root] if everything or cycle % spec.every == 0
+                spec for spec in self._by_root[root] if everything or cycle % self._cycles[spec.key] == 0
             )
         return Request(cycle, due, asks)
 

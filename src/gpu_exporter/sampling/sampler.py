@@ -98,7 +98,7 @@ class Sampler:
         current values (:mod:`gpu_exporter.assemble` builds all three)."""
         self._backend = backend
         self._specs = tuple(specs)
-        self._plan = Plan(self._specs, backend.name)
+        self._plan = Plan(self._specs, backend.name, interval)
         self._interval = interval
         self._backend_reason = backend_reason
         self._watch_events = watch_events

@@ -49,17 +49,13 @@ from gpu_exporter.backends.dcgm.connection import DEFAULT_STANDALONE
 from gpu_exporter.backends.dcgm.discovery import Discovery
 from gpu_exporter.backends.dcgm.errors import DcgmUnusable
 from gpu_exporter.backends.dcgm.fabric import fill_switches, switch_keys, xid_events
+from gpu_exporter.backends.dcgm.fields import is_profiling, link_fields, plain_fields
 from gpu_exporter.backends.dcgm.fill import drop_stale, fetch, fill, port_samples
+from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.health import GpuHealth
+from gpu_exporter.backends.dcgm.profiling import PROFILING_RETRY_SECONDS
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_GPU_CI, ST_GPU_IS_LOST, FieldValue
-from gpu_exporter.backends.dcgm.watches import (
-    GROUP_PREFIX,
-    PROFILING_RETRY_SECONDS,
-    Watches,
-    is_profiling,
-    link_fields,
-    plain_fields,
-)
+from gpu_exporter.backends.dcgm.watches import Watches
 from gpu_exporter.catalogue import MetricSpec
 
 log = logging.getLogger(__name__)

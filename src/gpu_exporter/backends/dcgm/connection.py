@@ -16,9 +16,11 @@ from collections.abc import Callable
 
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError, DcgmUnavailable
 from gpu_exporter.backends.dcgm.errors import FIXES, DcgmUnusable
+from gpu_exporter.backends.dcgm.fields import split, wanted_fields
+from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.releases import id_ranges
 from gpu_exporter.backends.dcgm.values import FE_GPU, FI_UUID, Blank, decode
-from gpu_exporter.backends.dcgm.watches import GROUP_PREFIX, Watches, split, wanted_fields
+from gpu_exporter.backends.dcgm.watches import Watches
 from gpu_exporter.catalogue import MetricSpec
 
 # The backend module's logger name, as before these methods moved here: log lines print it.

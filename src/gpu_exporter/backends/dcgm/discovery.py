@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from gpu_exporter.backends.base import BackendUnavailable, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError
 from gpu_exporter.backends.dcgm.connection import Connection
+from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.releases import id_ranges
 from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import FE_LINK
-from gpu_exporter.backends.dcgm.watches import GROUP_PREFIX, Watches
+from gpu_exporter.backends.dcgm.watches import Watches
 
 # The backend module's logger name, as before these methods moved here: log lines print it.
 log = logging.getLogger("gpu_exporter.backends.dcgm.backend")

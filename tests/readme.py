@@ -128,7 +128,7 @@ def dcgm_exporter_field_list() -> str:
         LINK_ENTITY_FIELDS,
         NOT_SERVED,
     )
-    from gpu_exporter.compat.render import LABEL_FIELDS
+    from gpu_exporter.compat.plan import LABEL_FIELDS
 
     served: dict[int, tuple[str, str, str]] = {}
     for spec in METRICS:

@@ -120,65 +120,108 @@ def plan(
                 labels.append((counter.field, number))
             else:
                 reason = "gpu-exporter has no value for this label field"
-        elif number in (_XID_FIELD, _XID_COUNT):
-            if watch_events:
-                items.append(_Item(counter, number))
-            else:
-                reason = "the xid collector is disabled"
-        elif number in IDENTITY_VALUES or number == _P2P_STATUS:
-            items.append(_Item(counter, number))
-        elif number == FB_USED_RATIO:
-            if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
-                items.append(_Item(counter, number))
-            else:
-                reason = "the memory collector is disabled"
-        elif number == _CLOCK_COUNT:
-            if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
-                items.append(_Item(counter, number))
-            else:
-                reason = "the clock_events collector is disabled"
-        elif number in ENCODED_FIELDS:  # NVML's raw encoded bit error rate behind a decoded row
-            if ENCODED_FIELDS[number] in {spec.key for spec in specs if _supplied(spec, backend)}:
-                items.append(_Item(counter, number))
-            else:
-                reason = f"the row it is read from ({ENCODED_FIELDS[number]}) is not enabled on the {backend} backend"
-        elif number in LINK_ENTITY_FIELDS or number in LINK_BANDWIDTHS:  # DCGM link-entity fields
-            wanted = {LINK_ENTITY_FIELDS[number]} if number in LINK_ENTITY_FIELDS else set(BANDWIDTH_KEYS)
-            if wanted | {"gpu_nvlink_up"} <= {spec.key for spec in specs if _supplied(spec, backend)}:
-                items.append(_Item(counter, number))
-            else:
-                reason = f"the per-link rows it is read from are not enabled on the {backend} backend"
-        elif number in BANDWIDTH_FIELDS and number not in known:
-            if set(BANDWIDTH_KEYS) <= {spec.key for spec in specs if _supplied(spec, backend)}:
-                items.append(_Item(counter, number))
-            else:
-                reason = f"the NVLink throughput counters it is computed from are not read on the {backend} backend"
-        elif number in COMPOSED and number not in known:
-            if COMPOSED[number].keys <= {spec.key for spec in specs if _supplied(spec, backend)}:
-                items.append(_Item(counter, number))
-            else:
-                reason = f"the rows it is composed from are not enabled on the {backend} backend"
-        elif number in enabled and _supplied(enabled[number], backend):
-            spec = enabled[number]
-            source = spec.source(backend)
-            bit = (isinstance(source, DcgmSource) and bool(source.bit)) or bool(getattr(source, "ber", False))
-            items.append(_Item(counter, number, spec, source.scale if source is not None else ONE, bit))
-        elif number in known:
-            spec = known[number]
-            reason = (
-                f"the {backend} backend cannot supply it"
-                if not _supplied(spec, backend)
-                else f"the {spec.collector} collector is disabled"
-            )
-        elif number in LABEL_FIELDS:
-            reason = "a text field: dcgm-exporter serves it as a label field (type label)"
         else:
-            reason = "gpu-exporter cannot supply this field yet"
+            item, reason = _value_item(counter, number, specs, backend, watch_events, enabled, known)
+            if item is not None:
+                items.append(item)
         if reason:
             log.warning("counters line %d: %s skipped: %s", counter.line, counter.field, reason)
     options = options or DcgmOptions()
     hostname = options.remote_host or hostname
     return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
+
+
+#: A value row resolved: the item to render, or None and why the row is skipped.
+Resolved = tuple[_Item | None, str]
+
+
+def _value_item(
+    counter: Counter,
+    number: int,
+    specs: Sequence[MetricSpec],
+    backend: str,
+    watch_events: bool,
+    enabled: dict[int, MetricSpec],
+    known: dict[int, MetricSpec],
+) -> Resolved:
+    """A value row (not ``label``): dcgm-exporter's own fields first, then the fields computed from
+    other rows, then the catalogue's rows."""
+    resolved = _exporter_field(counter, number, specs, backend, watch_events)
+    if resolved is None:
+        resolved = _computed_field(counter, number, specs, backend, known)
+    if resolved is None:
+        resolved = _catalogue_field(counter, number, backend, enabled, known)
+    return resolved
+
+
+def _exporter_field(
+    counter: Counter, number: int, specs: Sequence[MetricSpec], backend: str, watch_events: bool
+) -> Resolved | None:
+    """The last-Xid gauge and Xid count, the identity values, P2P status, the framebuffer-used ratio
+    and the clock-event count; None for any other field."""
+    if number in (_XID_FIELD, _XID_COUNT):
+        if watch_events:
+            return _Item(counter, number), ""
+        return None, "the xid collector is disabled"
+    if number in IDENTITY_VALUES or number == _P2P_STATUS:
+        return _Item(counter, number), ""
+    if number == FB_USED_RATIO:
+        if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
+            return _Item(counter, number), ""
+        return None, "the memory collector is disabled"
+    if number == _CLOCK_COUNT:
+        if "gpu_clock_event_active{reason=power_cap}" in {spec.key for spec in specs}:
+            return _Item(counter, number), ""
+        return None, "the clock_events collector is disabled"
+    return None
+
+
+def _computed_field(
+    counter: Counter, number: int, specs: Sequence[MetricSpec], backend: str, known: dict[int, MetricSpec]
+) -> Resolved | None:
+    """Fields read from or computed from other rows: NVML's raw encoded bit error rate, DCGM's
+    link-entity fields, NVLink throughput and the composed fields (those two unless the catalogue
+    has the field); None for any other field."""
+    if number in ENCODED_FIELDS:  # NVML's raw encoded bit error rate behind a decoded row
+        if ENCODED_FIELDS[number] in {spec.key for spec in specs if _supplied(spec, backend)}:
+            return _Item(counter, number), ""
+        return None, f"the row it is read from ({ENCODED_FIELDS[number]}) is not enabled on the {backend} backend"
+    if number in LINK_ENTITY_FIELDS or number in LINK_BANDWIDTHS:  # DCGM link-entity fields
+        wanted = {LINK_ENTITY_FIELDS[number]} if number in LINK_ENTITY_FIELDS else set(BANDWIDTH_KEYS)
+        if wanted | {"gpu_nvlink_up"} <= {spec.key for spec in specs if _supplied(spec, backend)}:
+            return _Item(counter, number), ""
+        return None, f"the per-link rows it is read from are not enabled on the {backend} backend"
+    if number in BANDWIDTH_FIELDS and number not in known:
+        if set(BANDWIDTH_KEYS) <= {spec.key for spec in specs if _supplied(spec, backend)}:
+            return _Item(counter, number), ""
+        return None, f"the NVLink throughput counters it is computed from are not read on the {backend} backend"
+    if number in COMPOSED and number not in known:
+        if COMPOSED[number].keys <= {spec.key for spec in specs if _supplied(spec, backend)}:
+            return _Item(counter, number), ""
+        return None, f"the rows it is composed from are not enabled on the {backend} backend"
+    return None
+
+
+def _catalogue_field(
+    counter: Counter, number: int, backend: str, enabled: dict[int, MetricSpec], known: dict[int, MetricSpec]
+) -> Resolved:
+    """A catalogue row by field id: served when enabled and supplied by ``backend`` (scaled from the
+    backend's raw unit), else why not."""
+    if number in enabled and _supplied(enabled[number], backend):
+        spec = enabled[number]
+        source = spec.source(backend)
+        bit = (isinstance(source, DcgmSource) and bool(source.bit)) or bool(getattr(source, "ber", False))
+        return _Item(counter, number, spec, source.scale if source is not None else ONE, bit), ""
+    if number in known:
+        spec = known[number]
+        return None, (
+            f"the {backend} backend cannot supply it"
+            if not _supplied(spec, backend)
+            else f"the {spec.collector} collector is disabled"
+        )
+    if number in LABEL_FIELDS:
+        return None, "a text field: dcgm-exporter serves it as a label field (type label)"
+    return None, "gpu-exporter cannot supply this field yet"
 
 
 def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[str]:

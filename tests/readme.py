@@ -22,7 +22,8 @@ from gpu_exporter.catalogue import (
     FixedMetric,
     MetricSpec,
 )
-from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
+from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, collector_env
+from gpu_exporter.options import OPTIONS
 from tests.harness import REPO
 
 README = REPO / "README.md"
@@ -127,7 +128,7 @@ def dcgm_exporter_field_list() -> str:
         LINK_ENTITY_FIELDS,
         NOT_SERVED,
     )
-    from gpu_exporter.compat.render import LABEL_FIELDS
+    from gpu_exporter.compat.plan import LABEL_FIELDS
 
     served: dict[int, tuple[str, str, str]] = {}
     for spec in METRICS:

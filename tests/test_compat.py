@@ -18,7 +18,7 @@ import pytest
 
 from gpu_exporter.cli import parse_settings
 from gpu_exporter.compat.counters import CountersError, defaults, load, parse
-from gpu_exporter.config import OPTIONS
+from gpu_exporter.options import OPTIONS
 from tests.harness import REPO, SCENARIOS, Exporter, free_port, samples, start, value
 from tests.test_exporter_e2e import scenario_values
 
@@ -638,7 +638,7 @@ def test_clock_events_count_counts_samples_in_the_window() -> None:
     """As dcgm-exporter: per reason, the reads within the window that had it active; only reasons
     seen; samples older than the window (or than the hour kept) drop out."""
     from gpu_exporter.catalogue import METRICS
-    from gpu_exporter.compat.render import clock_event_counts
+    from gpu_exporter.compat.series import clock_event_counts
     from gpu_exporter.sampling.derive import Windows
 
     windows = Windows(METRICS)
@@ -741,7 +741,7 @@ def test_remote_hostengine_names_the_host_label() -> None:
     settings = parse_settings(["-r", "gpu-box-3:5555"], {"NODE_NAME": "here"})
     assert settings.dcgm_exporter.remote_host == "gpu-box-3"
     assert parse_settings(["-r", "gpu-box-3:5555", "-k"], {}).dcgm_exporter.remote_host == ""  # -k: the node
-    from gpu_exporter.compat.render import plan
+    from gpu_exporter.compat.plan import plan
 
     assert plan((), (), "nvml", True, "here", "Hostname", settings.dcgm_exporter).hostname == "gpu-box-3"
 
@@ -769,7 +769,7 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     from gpu_exporter.assemble import bare_sampler
     from gpu_exporter.backends.dcgm import DcgmBackend
     from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-    from gpu_exporter.compat.render import needed_collectors, plan
+    from gpu_exporter.compat.plan import needed_collectors, plan
     from tests.dcgmfake import from_scenario
 
     text = (SCENARIOS / scenario).read_text()

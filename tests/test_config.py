@@ -10,7 +10,8 @@ import pytest
 
 from gpu_exporter.catalogue import COLLECTORS
 from gpu_exporter.cli import parse_settings
-from gpu_exporter.config import ConfigError, Settings, parse_duration
+from gpu_exporter.config import ConfigError, Settings
+from gpu_exporter.options import parse_duration
 
 
 def test_defaults() -> None:

@@ -14,9 +14,9 @@ import pytest
 
 from gpu_exporter.backends import select
 from gpu_exporter.backends.dcgm import DcgmBackend
+from gpu_exporter.backends.dcgm.fields import wanted_fields
 from gpu_exporter.backends.dcgm.releases import KNOWN, known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_SWITCH, ST_GPU_NOT_SUPPORTED, link_entity_id
-from gpu_exporter.backends.dcgm.watches import wanted_fields
 from gpu_exporter.backends.nvml import NvmlBackend
 from gpu_exporter.catalogue import METRICS, enabled_specs
 from gpu_exporter.config import Settings

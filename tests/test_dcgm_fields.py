@@ -21,7 +21,7 @@ from gpu_exporter.compat.fields import (
     fb_used_ratio,
     not_served_reason,
 )
-from gpu_exporter.compat.render import LABEL_FIELDS
+from gpu_exporter.compat.plan import LABEL_FIELDS
 from tests.harness import SCENARIOS, start
 
 #: The last Xid (DCGM_FI_DEV_XID_ERRORS), served from the xid collector's events.

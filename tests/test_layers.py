@@ -28,13 +28,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "exposition": _SAMPLED,
     "status": _SAMPLED,
     "compat": (*_SAMPLED, "exposition"),
-    "config": ("catalogue",),
+    "options": (),
+    "config": ("catalogue", "options"),
     "http": ("config",),
     "assemble": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "config"),
     "commands": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "status", "assemble", "config"),
     "app": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "status", "assemble", "config", "http"),
-    "cli": tuple(room for room in ("catalogue", "model", "backends", "sampling", "attribution", "exposition",
-                                   "status", "compat", "config", "http", "assemble", "commands", "app")),
+    "cli": ("catalogue", "model", "backends", "sampling", "attribution", "exposition", "status", "compat", "config",
+            "options", "http", "assemble", "commands", "app"),
     "__main__": ("cli",),
 }  # fmt: skip
 #: (importing module, imported module or room) → why the import may cross the layers.
@@ -45,6 +46,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("attribution.join", "simulate"): "a scenario names its own processes when no /proc is given",
     ("status.view", "simulate.builtins"): "the status page says when every value is simulated",
     ("config", "compat.flags"): "dcgm-exporter's flags are options of the one command line",
+    ("options", "simulate.builtins"): "--simulate takes a built-in scenario's name",
     ("config", "simulate.builtins"): "--simulate takes a built-in scenario's name",
 }
 

@@ -168,7 +168,7 @@ def every_field_csv() -> str:
     compat name, each composed field and each label field, under DCGM's first name for the id."""
     from gpu_exporter.compat.field_names import FIELD_IDS
     from gpu_exporter.compat.fields import COMPOSED, FB_USED_RATIO, IDENTITY_VALUES, LINK_ENTITY_FIELDS
-    from gpu_exporter.compat.render import LABEL_FIELDS
+    from gpu_exporter.compat.plan import LABEL_FIELDS
 
     first: dict[int, str] = {}
     for name, number in FIELD_IDS.items():
@@ -198,7 +198,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     (the real process) and DCGM (the backend on tests/dcgmfake.py): the same DCGM_* lines, byte for byte,
     in DCGM's types (INT64 fields whole, framebuffer and BAR1 in whole MiB)."""
     from gpu_exporter.compat.counters import load
-    from gpu_exporter.compat.render import plan
+    from gpu_exporter.compat.plan import plan
 
     csv = tmp_path / "every-field.csv"
     csv.write_text(every_field_csv())

@@ -28,9 +28,9 @@ METRIC_EXCEPTIONS: dict[tuple[str, str], str] = {}
 LABEL_EXCEPTIONS: dict[tuple[str, str], str] = {
     # dcgm-exporter's own label names, which its output must carry byte for byte; some coincide
     # with ours (gpu, pci_bus_id, and nvlink on its link series).
-    ("compat/render.py", "gpu"): "dcgm-exporter's label",
-    ("compat/render.py", "pci_bus_id"): "dcgm-exporter's label",
-    ("compat/render.py", "nvlink"): "dcgm-exporter's label",
+    ("compat/series.py", "gpu"): "dcgm-exporter's label",
+    ("compat/series.py", "pci_bus_id"): "dcgm-exporter's label",
+    ("compat/series.py", "nvlink"): "dcgm-exporter's label",
     # The status API's JSON fields of a card and a process row, documented for its readers; not
     # series labels, though some share a label's name.
     **{

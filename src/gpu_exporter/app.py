@@ -26,7 +26,7 @@ from gpu_exporter.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat.counters import Counter
-from gpu_exporter.compat.render import needed_collectors, plan
+from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler

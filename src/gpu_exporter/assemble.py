@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from gpu_exporter.attribution.join import Attributor, attributor_for, known_gpus
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import MetricSpec, enabled_specs
-from gpu_exporter.compat.render import CompatPlan, compat_renderer
+from gpu_exporter.compat.plan import CompatPlan
+from gpu_exporter.compat.render import compat_renderer
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.render import native_renderer
 from gpu_exporter.sampling.consumers import NATIVE, Memory

@@ -27,11 +27,12 @@ from gpu_exporter.compat import flags as dcgm_flags
 from gpu_exporter.compat.configmap import ConfigMapError, read_counters
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import field_id
-from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
+from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, ConfigError, Settings, collector_env, load
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.http.server import BindError, Server, listen
 from gpu_exporter.http.webconfig import WebConfigError, WebConfigSource
 from gpu_exporter.logs import flush_repeats, setup
+from gpu_exporter.options import OPTIONS
 
 USAGE_ERROR = 2
 log = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gpu_exporter import model
 from gpu_exporter.backends.base import Event, RawReading
+from gpu_exporter.backends.dcgm.fields import plain_fields
 from gpu_exporter.backends.dcgm.fill import field_specs, fill, pci_bus_id
 from gpu_exporter.backends.dcgm.topology import Topology, text
 from gpu_exporter.backends.dcgm.values import (
@@ -17,7 +18,6 @@ from gpu_exporter.backends.dcgm.values import (
     FieldValue,
     decode,
 )
-from gpu_exporter.backends.dcgm.watches import plain_fields
 from gpu_exporter.catalogue import NVSWITCH_IDENTITY_FIELDS, MetricSpec
 
 Latest = Mapping[tuple[int, int], Mapping[int, FieldValue]]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gpu_exporter.backends.base import RawReading
 from gpu_exporter.backends.dcgm.errors import DcgmConnectionLost, DcgmError
+from gpu_exporter.backends.dcgm.fields import is_call, is_profiling, split
 from gpu_exporter.backends.dcgm.protocol import DcgmAdapter
 from gpu_exporter.backends.dcgm.values import (
     LINK_STATE_UP,
@@ -23,7 +24,6 @@ from gpu_exporter.backends.dcgm.values import (
     decode,
     is_stale,
 )
-from gpu_exporter.backends.dcgm.watches import is_call, is_profiling, split
 from gpu_exporter.catalogue import MetricSpec
 from gpu_exporter.model import Entity
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tests.harness import SCENARIOS, samples, start, value
 
+COUNTERS = Path(__file__).parent / "fixtures" / "default-counters.csv"
+
 #: Identity calls a first look makes for each GPU, which must not be made again for a known one.
 IDENTITY_ONLY = (
     "nvmlDeviceGetName", "nvmlDeviceGetSerial", "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPciInfo_v3",
@@ -25,10 +27,11 @@ def _symbols(lines: list[str]) -> collections.Counter[str]:
 
 
 def test_enumerating_again_reads_only_what_can_change(fakenvml_dir: Path, tmp_path: Path) -> None:
+    # under dcgm-exporter's names (a counters list), where the first look reads P2P status and placement too
     for name in ("h100x4", "mig"):
         exporter = start(
             fakenvml_dir, SCENARIOS / f"{name}.scn", tmp_path, "--collect-interval", "0.5s",
-            "--gpu.rediscover-interval", "1s", trace=True, wait_for="/readyz",
+            "--gpu.rediscover-interval", "1s", "-f", str(COUNTERS), trace=True, wait_for="/readyz",
         )  # fmt: skip
         try:
             assert exporter.trace_path is not None

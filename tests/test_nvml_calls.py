@@ -98,3 +98,32 @@ def test_unknown_field_falls_back_and_unsupported_spoils_nothing(fakenvml_dir: P
     assert 'gpu_ecc_errors_total{counter="volatile",gpu="2"' not in text
     assert 'gpu_clock_throttle_seconds_total{gpu="2",reason="low_utilization",' in text
     assert 'gpu_power_watts{gpu="2",' in text
+
+
+def test_discovery_reads_what_only_dcgm_exporter_names_show_only_under_them(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """NVLink P2P status between every pair of GPUs (N × (N - 1) calls), the platform's placement and
+    the confidential-compute mode appear only in dcgm-exporter's series: discovery under gpu-exporter's
+    own names does not ask for them; with a counters list (dcgm-exporter's names) it does."""
+
+    def calls(name: str, *flags: str) -> collections.Counter[str]:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        exporter = start(
+            fakenvml_dir, SCENARIOS / "h100x4.scn", workdir, "--collect-interval", "1h", *flags,
+            trace=True, wait_for="/readyz",
+        )  # fmt: skip
+        try:  # ready: discovery and the first cycle are done
+            assert exporter.trace_path is not None
+            lines = exporter.trace_path.read_text().splitlines()
+        finally:
+            exporter.stop()
+        return collections.Counter(line.partition(" ")[0] for line in lines)
+
+    native = calls("native")
+    compat = calls("compat", "-f", str(Path(__file__).parent / "fixtures" / "default-counters.csv"))
+    for symbol, expected in (
+        ("nvmlDeviceGetP2PStatus", 4 * 3),
+        ("nvmlDeviceGetPlatformInfo", 4),
+        ("nvmlSystemGetConfComputeState", 1),
+    ):
+        assert (native[symbol], compat[symbol]) == (0, expected), symbol

@@ -34,10 +34,15 @@ class Unsuitable(Exception):
         self.summary = summary
 
 
-def _nvml(_settings: Settings) -> Choice:
+def _compat_identity(settings: Settings) -> bool:
+    """Whether discovery reads what only dcgm-exporter's names show (P2P status, placement, CC mode)."""
+    return settings.metric_names == "dcgm-exporter"
+
+
+def _nvml(settings: Settings) -> Choice:
     from gpu_exporter.backends.nvml import NvmlBackend
 
-    return Choice(NvmlBackend(), "")
+    return Choice(NvmlBackend(_compat_identity(settings)), "")
 
 
 def _dcgm(settings: Settings) -> Choice:
@@ -46,8 +51,9 @@ def _dcgm(settings: Settings) -> Choice:
     from gpu_exporter.backends.dcgm.adapter import load_adapter
 
     backend = DcgmBackend(
-        load_adapter, enabled_specs(settings.collectors), settings.collect_interval, settings.dcgm_address
-    )
+        load_adapter, enabled_specs(settings.collectors), settings.collect_interval, settings.dcgm_address,
+        compat_identity=_compat_identity(settings),
+    )  # fmt: skip
     try:
         mode, gpus = backend.probe()
     except DcgmUnusable as err:
@@ -74,7 +80,7 @@ def _simulate(settings: Settings) -> Choice:
         install(resolve(settings.simulate))
     except ValueError as err:  # the file went away since the settings were checked
         raise Unsuitable("simulate_failed", "the scenario cannot be read", f"--simulate: use {err}") from err
-    return Choice(NvmlBackend(), reason(settings.simulate))
+    return Choice(NvmlBackend(_compat_identity(settings)), reason(settings.simulate))
 
 
 #: Name → factory. ``auto`` tries them in this order and takes the first that can be used.

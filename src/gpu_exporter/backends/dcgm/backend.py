@@ -82,8 +82,12 @@ class DcgmBackend(Discovery):
         address: str = "",
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        compat_identity: bool = True,
     ) -> None:
+        """``compat_identity``: also ask the engine for the GPUs' NVLink P2P status at each discovery
+        (only dcgm-exporter's names show it)."""
         self._factory = adapter_factory
+        self._compat_identity = compat_identity
         self._adapter: DcgmAdapter | None = None
         self._specs = tuple(spec for spec in specs if spec.dcgm is not None)
         #: Link states are read only when some metric needs them.

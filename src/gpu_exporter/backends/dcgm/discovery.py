@@ -32,6 +32,7 @@ class Discovery(Connection):
     _watch_events: bool
     _since: dict[str, int]
     _since_floor: int | None
+    _compat_identity: bool
 
     def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
         """Connect, destroy stale groups, discover entities and identities, start the watches."""
@@ -98,7 +99,9 @@ class Discovery(Connection):
             self._generation += 1
             token = f"{self._token}-{self._generation}"
             known = self._known_fields(adapter)
-            watches = Watches(adapter, token, self._specs, self._interval, self._once, self._clock, known)
+            watches = Watches(
+                adapter, token, self._specs, self._interval, self._once, self._clock, known, self._compat_identity
+            )
             try:
                 watches.identify(adapter.entities(), previous)
                 created = watches.watch(self._watch_events)

@@ -57,8 +57,10 @@ class Watches(ProfilingWatches):
         once: Callable[..., None],
         clock: Callable[[], float] = time.monotonic,
         known: frozenset[int] | None = None,
+        p2p: bool = True,
     ) -> None:
         self._adapter = adapter
+        self._p2p = p2p  # ask for the NVLink P2P status at each discovery (dcgm-exporter's names show it)
         #: Field ids the engine knows (None: all); ids found unknown are added to :attr:`unknown`.
         self.known = known
         self.unknown: set[int] = set()
@@ -133,6 +135,8 @@ class Watches(ProfilingWatches):
                         values.setdefault((sample.group, sample.entity), {})[sample.field_id] = decoded
         self.topology = build(entities, values)
         self._refused(refused, previous)
+        if not self._p2p:
+            return self.topology
         try:  # once per discovery, as the identity fields
             self.topology.devices = with_p2p(self.topology, self._adapter.p2p_status())
         except DcgmConnectionLost:

@@ -124,7 +124,10 @@ class NvmlBackend:
 
     name = "nvml"
 
-    def __init__(self) -> None:
+    def __init__(self, compat_identity: bool = True) -> None:
+        """``compat_identity``: also read what only dcgm-exporter's names show (NVLink P2P status between
+        every pair of GPUs, N × (N - 1) calls; the platform's placement; the confidential-compute mode)."""
+        self._compat_identity = compat_identity
         self._handles: dict[str, Handle] = {}  # GPU uuid → handle
         self._mig_handles: dict[tuple[str, int], Handle] = {}  # (GPU uuid, MIG slot) → handle
         self._by_index: dict[int, DeviceIdentity] = {}  # last discovery, for GPUs lost since
@@ -164,7 +167,7 @@ class NvmlBackend:
         devices = []
         for index in range(count):
             try:
-                devices.append(open_gpu(index, handles, mig_handles, self._by_index.get(index)))
+                devices.append(open_gpu(index, handles, mig_handles, self._by_index.get(index), self._compat_identity))
             except pynvml.NVMLError as err:
                 known = self._by_index.get(index)
                 if known is None:
@@ -175,8 +178,8 @@ class NvmlBackend:
                 mig_handles.update({key: h for key, h in self._mig_handles.items() if key[0] == known.uuid})
         changed = set(handles) != set(self._handles)
         if changed:  # P2P status is between pairs of GPUs: N x (N - 1) calls, only when the set changes
-            devices = with_p2p(devices, handles)
-        devices = with_cc_mode(devices)
+            devices = with_p2p(devices, handles) if self._compat_identity else devices
+        devices = with_cc_mode(devices) if self._compat_identity else devices
         self._handles, self._mig_handles = handles, mig_handles
         self._by_index = {device.index: device for device in devices}
         # GPM sample buffers of GPUs and GPU instances gone from this enumeration are freed.

@@ -117,12 +117,14 @@ def open_gpu(
     handles: dict[str, Handle],
     mig_handles: dict[tuple[str, int], Handle],
     known: DeviceIdentity | None = None,
+    compat_identity: bool = True,
 ) -> DeviceIdentity:
     """Open GPU ``index``: its handle (and its MIG devices' handles) into the maps, its identity back.
     A GPU ``known`` from the last enumeration (same UUID) keeps its identity, which does not change
     while the driver runs: only its MIG mode and MIG devices are read again (they do, e.g. when a DRA
     driver creates an instance per claim), so enumerating again every 30 s costs a few calls per GPU,
-    not the ~40 of a first look."""
+    not the ~40 of a first look. The platform info (placement, chassis, InfiniBand GUID) is read only
+    with ``compat_identity``: only dcgm-exporter's names show it."""
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     uuid = text(pynvml.nvmlDeviceGetUUID(handle))
     handles[uuid] = handle
@@ -146,7 +148,7 @@ def open_gpu(
     pci = number(pynvml.nvmlDeviceGetPciInfo)
     brand = number(pynvml.nvmlDeviceGetBrand)
     capability = number(pynvml.nvmlDeviceGetCudaComputeCapability)
-    platform = number(_platform)
+    platform = number(_platform) if compat_identity else None
     return DeviceIdentity(
         index=index,
         uuid=uuid,

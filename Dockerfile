@@ -33,7 +33,7 @@ RUN --mount=type=secret,id=pip-ca \
     /opt/gpu-exporter/bin/python -m pip install --no-cache-dir --disable-pip-version-check --no-input /src; \
     /opt/gpu-exporter/bin/python -m pip uninstall --yes --no-input pip; \
     mkdir -p /out/etc/dcgm-exporter; \
-    /opt/gpu-exporter/bin/python -c 'import sys; from gpu_exporter.counters import DEFAULT_COUNTERS_CSV as c; sys.stdout.write(c)' \
+    /opt/gpu-exporter/bin/python -c 'import sys; from gpu_exporter.compat.counters import DEFAULT_COUNTERS_CSV as c; sys.stdout.write(c)' \
         > /out/etc/dcgm-exporter/default-counters.csv
 
 # --- common runtime layer ------------------------------------------------------------------------

@@ -63,9 +63,9 @@
 
 #define RING_MAX 128
 
-/* Per sampling type: scenario key, period (µs) and ring size. Utilisation and clocks: about 6 per
- * second, 100 kept (nvidia-smi -q -d UTILIZATION shows ~100 samples over ~17 s; the video engines'
- * point reads report a 167 ms sampling period). Board power: every 20 ms, 120 kept (~2.4 s). */
+/* Per sampling type: scenario key, period (µs) and ring size. Utilisation and clocks: every 150 ms
+ * (6-7 a second), 100 kept (nvidia-smi -q -d UTILIZATION shows ~100 samples over 15-18 s). Board
+ * power: every 20 ms, 120 kept (~2.4 s). */
 static const struct {
     const char *key;
     const char *name; /* the nvmlSamplingType_t name, lower case, without NVML_ and _SAMPLES */
@@ -74,12 +74,12 @@ static const struct {
     bool utilization; /* not supported on a GPU in MIG mode (nvml.h's note) */
 } k_types[NVML_SAMPLINGTYPE_COUNT] = {
     [NVML_TOTAL_POWER_SAMPLES] = {"power.usage", "total_power", 20000, 120, false},
-    [NVML_GPU_UTILIZATION_SAMPLES] = {"utilization.gpu", "gpu_utilization", 166667, 100, true},
-    [NVML_MEMORY_UTILIZATION_SAMPLES] = {"utilization.memory", "memory_utilization", 166667, 100, true},
-    [NVML_ENC_UTILIZATION_SAMPLES] = {"utilization.encoder", "enc_utilization", 166667, 100, true},
-    [NVML_DEC_UTILIZATION_SAMPLES] = {"utilization.decoder", "dec_utilization", 166667, 100, true},
-    [NVML_PROCESSOR_CLK_SAMPLES] = {"clock.sm", "processor_clk", 166667, 100, false},
-    [NVML_MEMORY_CLK_SAMPLES] = {"clock.memory", "memory_clk", 166667, 100, false},
+    [NVML_GPU_UTILIZATION_SAMPLES] = {"utilization.gpu", "gpu_utilization", 150000, 100, true},
+    [NVML_MEMORY_UTILIZATION_SAMPLES] = {"utilization.memory", "memory_utilization", 150000, 100, true},
+    [NVML_ENC_UTILIZATION_SAMPLES] = {"utilization.encoder", "enc_utilization", 150000, 100, true},
+    [NVML_DEC_UTILIZATION_SAMPLES] = {"utilization.decoder", "dec_utilization", 150000, 100, true},
+    [NVML_PROCESSOR_CLK_SAMPLES] = {"clock.sm", "processor_clk", 150000, 100, false},
+    [NVML_MEMORY_CLK_SAMPLES] = {"clock.memory", "memory_clk", 150000, 100, false},
     /* module power, NVJPG and NVOFA: no scenario key, NOT_SUPPORTED */
 };
 

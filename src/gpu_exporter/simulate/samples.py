@@ -22,7 +22,7 @@ from gpu_exporter.simulate.scenario import parse_float
 
 SAMPLING_TYPE_COUNT = 10  # NVML_SAMPLINGTYPE_COUNT
 VALUE_TYPE_UNSIGNED_INT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT
-_UTILIZATION_PERIOD_US = 166667  # about 6 a second, 100 kept (~17 s)
+_UTILIZATION_PERIOD_US = 150000  # 6-7 a second, 100 kept (15 s)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from gpu_exporter.backends.nvml.readers import (
     Handle,
     Raw,
 )
+from gpu_exporter.backends.nvml.samples import BUFFERED, SampleBuffers
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
@@ -132,6 +133,7 @@ class NvmlBackend:
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
         self._gpm = GpmSampler()
+        self._buffers = SampleBuffers()
         self._no_gpm_logged: set[str] = set()
         self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
@@ -178,6 +180,7 @@ class NvmlBackend:
             devices = with_p2p(devices, handles)
         devices = with_cc_mode(devices)
         self._handles, self._mig_handles = handles, mig_handles
+        self._buffers.forget(set(handles))
         self._by_index = {device.index: device for device in devices}
         # GPM sample buffers of GPUs and GPU instances gone from this enumeration are freed.
         self._gpm.retain(
@@ -205,6 +208,7 @@ class NvmlBackend:
         asks = request.asks
         # The rows asked of each entity (the unsupported memo consulted once per pair and read).
         gpu_asked = [row for row in gpu_rows if asks(gpu.uid, row.key)]
+        gpu_asked = self._from_buffers(reading, gpu, device, handle, gpu_asked)
         links = []
         for link in device.nvlinks if link_rows else ():
             entity = model.nvlink(device.index, device.uuid, link)
@@ -253,6 +257,43 @@ class NvmlBackend:
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
+
+    def _from_buffers(
+        self, reading: RawReading, gpu: Entity, device: DeviceIdentity, handle: Handle, rows: list[Row]
+    ) -> list[Row]:
+        """Rows the driver keeps samples of, read from its buffers: the samples since the last seen go
+        to ``reading.samples`` and the latest is the row's value. Returns the rows left for point
+        reads: those of a type without a buffer (remembered, logged once), without a new sample, or
+        whose call failed this time."""
+        left = []
+        out = reading.raw.setdefault(gpu, {})
+        for row in rows:
+            kind = BUFFERED.get((row.source.call, row.source.selector))
+            if kind is None or not self._buffers.supported(device.uuid, kind):
+                left.append(row)
+                continue
+            started = time.perf_counter()
+            try:
+                samples = self._buffers.read(device.uuid, handle, kind)
+            except pynvml.NVMLError_GpuIsLost as err:
+                raise DeviceLost(f"{gpu.uid}: {err}") from err
+            except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
+                self._buffers.unsupported(device.uuid, kind)
+                log.info(
+                    "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
+                    device.index, device.name, kind, err, row.spec.name,
+                )  # fmt: skip
+                samples = []
+            except pynvml.NVMLError as err:
+                log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
+                samples = []
+            reading.spent(row.spec.collector, time.perf_counter() - started)
+            if not samples:
+                left.append(row)
+                continue
+            out[row.key] = samples[-1][1]
+            reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
+        return left
 
     def _gpm_reader(
         self,

@@ -1,0 +1,77 @@
+"""The driver's own sample buffers: ``nvmlDeviceGetSamples``, one call per sampling type per GPU per
+read, for the samples taken since the last timestamp seen.
+
+The driver samples GPU, memory, encoder and decoder utilisation and the SM and memory clocks several
+times a second into bounded rings (about 100 samples); reading them every read sees every sample a
+1 s point read would alias. Each call passes a buffer of :data:`CAPACITY` entries, so the size query
+(the call with a NULL buffer) is never needed: the driver fills at most that many, oldest first, and
+the rest come with the next read. ``NOT_FOUND`` means no sample is newer (an empty list);
+``NOT_SUPPORTED`` or a missing symbol is remembered per (GPU, type), and that value is read by its
+point call from then on.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_uint, c_ulonglong
+
+import pynvml
+
+from gpu_exporter.backends.nvml.readers import VALUE_MEMBERS, Handle
+
+CALL = "nvmlDeviceGetSamples"
+#: The most samples one call hands back (a driver's ring holds about 100 of a type).
+CAPACITY = 256
+#: Catalogue NVML sources (call, selector) the driver also keeps samples of → ``nvmlSamplingType_t``.
+BUFFERED: dict[tuple[str, str], int] = {
+    ("nvmlDeviceGetUtilizationRates", "gpu"): pynvml.NVML_GPU_UTILIZATION_SAMPLES,
+    ("nvmlDeviceGetUtilizationRates", "memory"): pynvml.NVML_MEMORY_UTILIZATION_SAMPLES,
+    ("nvmlDeviceGetEncoderUtilization", ""): pynvml.NVML_ENC_UTILIZATION_SAMPLES,
+    ("nvmlDeviceGetDecoderUtilization", ""): pynvml.NVML_DEC_UTILIZATION_SAMPLES,
+    ("nvmlDeviceGetClockInfo", "sm"): pynvml.NVML_PROCESSOR_CLK_SAMPLES,
+    ("nvmlDeviceGetClockInfo", "memory"): pynvml.NVML_MEMORY_CLK_SAMPLES,
+}
+
+Samples = list[tuple[int, float]]
+
+
+class SampleBuffers:
+    """The last timestamp seen (µs, the driver's clock) and the types without a buffer, per GPU."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, int], int] = {}
+        self._unsupported: set[tuple[str, int]] = set()
+
+    def supported(self, uuid: str, kind: int) -> bool:
+        return (uuid, kind) not in self._unsupported
+
+    def unsupported(self, uuid: str, kind: int) -> None:
+        """Remember that the driver keeps no buffer of ``kind`` for this GPU."""
+        self._unsupported.add((uuid, kind))
+
+    def read(self, uuid: str, handle: Handle, kind: int) -> Samples:
+        """(timestamp µs, raw value) of every sample newer than the last seen, oldest first; raises
+        the NVMLError of the call (NOT_FOUND is an empty list)."""
+        key = (uuid, kind)
+        last = self._last.get(key, 0)
+        buffer = (pynvml.c_nvmlSample_t * CAPACITY)()
+        count, value_type = c_uint(CAPACITY), pynvml._nvmlValueType_t()
+        fn = pynvml._nvmlGetFunctionPointer(CALL)
+        status = fn(
+            handle, pynvml._nvmlSamplingType_t(kind), c_ulonglong(last), byref(value_type), byref(count), buffer
+        )
+        if status == pynvml.NVML_ERROR_NOT_FOUND:
+            return []
+        if status != pynvml.NVML_SUCCESS:
+            raise pynvml.NVMLError(status)
+        member = VALUE_MEMBERS.get(value_type.value, "uiVal")
+        samples = [
+            (int(buffer[i].timeStamp), float(getattr(buffer[i].sampleValue, member))) for i in range(count.value)
+        ]
+        if samples:
+            self._last[key] = max(last, samples[-1][0])
+        return samples
+
+    def forget(self, uuids: set[str]) -> None:
+        """Drop the state of GPUs no longer enumerated."""
+        self._last = {key: t for key, t in self._last.items() if key[0] in uuids}
+        self._unsupported = {key for key in self._unsupported if key[0] in uuids}

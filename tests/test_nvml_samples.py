@@ -1,0 +1,111 @@
+"""The driver's sample buffers on the NVML backend, out of process on the C fake and the simulator:
+a GPU whose utilisation dips to 5 % for 0.3 s every 2.5 s while a process holds it shows those dips
+in gpu_utilization_low_seconds_total (about 0.12 of the time) although a 1 s point poller would miss
+most of them; gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622,
+not the 0.70 most points show); a GPU whose driver keeps no utilisation buffer falls back to the point
+read; the utilisation point call is not made where the buffer answers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Exporter, samples, start, value
+
+DIP = ["70"] * 22 + ["5"] * 3  # 0.1 s steps: 5 % for 0.3 s every 2.5 s
+SCENARIO = f"""
+gpu0.name = NVIDIA H100 80GB HBM3
+gpu0.memory.total = 85520809984
+gpu0.memory.used = 42949672960
+gpu0.utilization.gpu = {",".join(DIP)}@0.1
+gpu0.utilization.memory = 40
+gpu0.clock.sm = 1980
+gpu0.clock.memory = 2619
+gpu0.process.0.pid = 4242
+gpu0.process.0.used_memory = 40000000000
+gpu1.name = Tesla K80
+gpu1.utilization.gpu = 95
+gpu1.utilization.memory = 20
+gpu1.samples.unsupported = gpu_utilization
+gpu1.process.0.pid = 4243
+"""
+WINDOW = 15.0  # six dips
+
+
+def _start(backend: str, fakenvml_dir: Path, tmp_path: Path) -> Exporter:
+    scenario = tmp_path / "dips.scn"
+    scenario.write_text(SCENARIO)
+    if backend == "fake":
+        return start(fakenvml_dir, scenario, tmp_path, trace=True)
+    return start(None, None, tmp_path, "--simulate", str(scenario), env={"LD_LIBRARY_PATH": ""})
+
+
+def _scrape(exporter: Exporter) -> tuple[float, dict[str, float | None]]:
+    parsed = samples(exporter.metrics())
+    at = value(parsed, "gpu_exporter_last_sample_timestamp_seconds")
+    assert at is not None
+    names = ("gpu_utilization_low_seconds_total", "gpu_utilization_high_seconds_total",
+             "gpu_utilization_seconds_total", "gpu_utilization_ratio")  # fmt: skip
+    return at, {f"{name}:{gpu}": value(parsed, name, gpu=gpu) for name in names for gpu in "01"}
+
+
+def point_poller_catches(phase: float, seconds: float = 60.0) -> float:
+    """The share of the scenario's dips that a poller reading once a second (at ``phase``) sees."""
+    dips = [(2.5 * n + 2.2, 2.5 * n + 2.5) for n in range(int(seconds / 2.5))]
+    reads = [phase + k for k in range(int(seconds) + 1)]
+    return sum(any(a <= t < b for t in reads) for a, b in dips) / len(dips)
+
+
+def test_a_one_second_point_poller_misses_most_dips() -> None:
+    """The premise: a 1 s poller sees 30 % of 0.3 s dips every 2.5 s on average over its phase, and
+    at most half of them at its luckiest phase (and none at the unluckiest)."""
+    caught = [point_poller_catches(phase / 100) for phase in range(100)]
+    assert sum(caught) / len(caught) <= 0.3 + 1e-9 and max(caught) <= 0.5 and min(caught) == 0.0
+
+
+@pytest.mark.parametrize("backend", ["fake", "simulate"])
+def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _start(backend, fakenvml_dir, tmp_path)
+    try:
+        time.sleep(2.5)
+        first_at, first = _scrape(exporter)
+        time.sleep(WINDOW)
+        last_at, last = _scrape(exporter)
+        log = exporter.log()
+    finally:
+        exporter.stop()
+    elapsed = last_at - first_at
+    assert elapsed > WINDOW - 1.5
+
+    def rate(key: str) -> float:
+        before, after = first[key], last[key]
+        assert before is not None and after is not None, key
+        return (after - before) / elapsed
+
+    # Two 150 ms driver samples fall in each 0.3 s dip: 0.12 of the time below 10 %, while held.
+    assert 0.09 <= rate("gpu_utilization_low_seconds_total:0") <= 0.15
+    assert rate("gpu_utilization_high_seconds_total:0") == 0.0
+    # Busy time integrates every sample: (22 x 0.70 + 3 x 0.05) / 25 = 0.622, not the 0.70 of most points.
+    assert 0.60 <= rate("gpu_utilization_seconds_total:0") <= 0.645
+    assert last["gpu_utilization_ratio:0"] in (0.7, 0.05)  # the latest sample
+    # GPU 1 keeps no utilisation buffer: the point read, every read, by the old rule.
+    assert last["gpu_utilization_ratio:1"] == 0.95
+    assert 0.9 <= rate("gpu_utilization_high_seconds_total:1") <= 1.05
+    assert rate("gpu_utilization_low_seconds_total:1") == 0.0
+    assert 0.85 <= rate("gpu_utilization_seconds_total:1") <= 1.0
+    assert "GPU 1 (Tesla K80): the driver keeps no samples of type 1" in log
+    if backend == "fake":
+        assert exporter.trace_path is not None
+        trace = exporter.trace_path.read_text().splitlines()
+        reads = trace.count("nvmlDeviceGetComputeRunningProcesses_v3 gpu0")
+        assert reads >= WINDOW
+        # gpu0's utilisation and clocks come from the buffers: at most the first read (no sample
+        # yet) used the point calls; one nvmlDeviceGetSamples per buffered type per read (4), plus
+        # one NOT_SUPPORTED answer each for the encoder and decoder (remembered).
+        assert trace.count("nvmlDeviceGetUtilizationRates gpu0") <= 1
+        assert trace.count("nvmlDeviceGetClockInfo gpu0") <= 3  # and the video clock (absent here), once
+        assert 4 * reads <= trace.count("nvmlDeviceGetSamples gpu0") <= 4 * reads + 2 + 4
+        # gpu1: the utilisation type answered NOT_SUPPORTED once, then the point call every read.
+        assert trace.count("nvmlDeviceGetUtilizationRates gpu1") >= reads - 1

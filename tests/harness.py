@@ -135,7 +135,8 @@ def value(parsed: dict[str, dict[Labels, float]], metric: str, /, **labels: str)
 VOLATILE = re.compile(
     r"^(gpu_exporter_sample_duration_seconds|gpu_exporter_last_sample_timestamp_seconds"
     r"|gpu_exporter_device_read_duration_seconds|gpu_exporter_collector_duration_seconds|gpu_utilization_seconds_total"
-    r"|gpu_idle_while_allocated_seconds_total)(\{[^}]*\})? .*$"
+    r"|gpu_idle_while_allocated_seconds_total|gpu_energy_joules_total"
+    r"|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)(\{[^}]*\})? .*$"
     r"|^(gpu_exporter_build_info\{.*)python_version=\"[^\"]*\"(.*)$",
     re.MULTILINE,
 )

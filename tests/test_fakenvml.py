@@ -868,7 +868,7 @@ def test_unexported_symbol_is_function_not_found(pynvml_run: Pynvml) -> None:
         "gpu0.name = x\n",
         """
         h = nvml.nvmlDeviceGetHandleByIndex(0)
-        emit([err(nvml.nvmlDeviceGetPowerState, h), err(nvml.nvmlDeviceGetSamples, h, 0, 0)])
+        emit([err(nvml.nvmlDeviceGetPowerState, h), err(nvml.nvmlDeviceGetBoardId, h)])
         """,
     )
     assert run.value == ["NVMLError_FunctionNotFound"] * 2

@@ -142,6 +142,17 @@ VOLATILE = re.compile(
 )
 
 
+#: Energy counters: the fake's is the scenario's ``energy`` plus the integral of ``power.usage`` since
+#: init (exact, as the driver's), so it grows with the time a test takes.
+ENERGY = ("gpu_energy_joules_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+
+
+def energy_in_range(got: float | None, at_init: float, watts: float, seconds: float = 60.0) -> bool:
+    """``got`` (in the unit of ``at_init``, the scenario's ``energy`` scaled) is the counter at init plus
+    at most ``watts`` (in that unit per second) for ``seconds``."""
+    return got is not None and at_init <= got <= at_init + watts * seconds
+
+
 def stable(text: str) -> str:
     """Replace run-dependent values by ``<volatile>`` (see VOLATILE), keeping every name and label."""
 

@@ -18,12 +18,13 @@ from tests.harness import SCENARIOS, start
 #: Per GPU per steady 1 s interval, one process per GPU. Before batching (one call per value, link
 #: and selector; pynvml's two-call process lists) gpu0, with 2 NVLinks, made 48.5; after, 17.4; 18.4 with
 #: the video clock (DCGM_FI_DEV_VIDEO_CLOCK), which NVML offers only as a call; 18.6 with the thermal
-#: margin (nvmlDeviceGetMarginTemperature, every 5th cycle). nvitop-exporter makes 19.0. 19.8 with the
+#: margin (nvmlDeviceGetMarginTemperature, every 5th cycle). nvitop-exporter makes 19.0. 20.8 with the
 #: driver's sample buffers: one nvmlDeviceGetSamples per sampling type (GPU, memory, encoder, decoder
-#: utilisation, SM and memory clocks: 6) replaces five point calls (utilisation rates, encoder, decoder,
-#: SM and memory clock), for every driver sample instead of one point a second.
-MAX_CALLS_PER_GPU = 20.0
-SAMPLING_TYPES = 6
+#: utilisation, SM and memory clocks, board power: 7) replaces five point calls (utilisation rates,
+#: encoder, decoder, SM and memory clock) and adds the power peak, for every driver sample instead of one
+#: point a second (a longer read interval, which the buffers allow, divides all of them).
+MAX_CALLS_PER_GPU = 21.0
+SAMPLING_TYPES = 7
 FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldValues
 
 

@@ -3,7 +3,9 @@ a GPU whose utilisation dips to 5 % for 0.3 s every 2.5 s while a process holds 
 in gpu_utilization_low_seconds_total (about 0.12 of the time) although a 1 s point poller would miss
 most of them; gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622,
 not the 0.70 most points show); a GPU whose driver keeps no utilisation buffer falls back to the point
-read; the utilisation point call is not made where the buffer answers."""
+read; the utilisation point call is not made where the buffer answers. The power peak is the highest
+20 ms power sample, the SM clock minimum counts only samples taken while busy (the clock drops with the
+utilisation here, so it stays at 1980 MHz)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ gpu0.memory.total = 85520809984
 gpu0.memory.used = 42949672960
 gpu0.utilization.gpu = {",".join(DIP)}@0.1
 gpu0.utilization.memory = 40
-gpu0.clock.sm = 1980
+gpu0.clock.sm = {",".join(["1980"] * 22 + ["1005"] * 3)}@0.1
+gpu0.power.usage = 400000,400000,400000,650000@0.1
 gpu0.clock.memory = 2619
 gpu0.process.0.pid = 4242
 gpu0.process.0.used_memory = 40000000000
@@ -47,7 +50,8 @@ def _scrape(exporter: Exporter) -> tuple[float, dict[str, float | None]]:
     at = value(parsed, "gpu_exporter_last_sample_timestamp_seconds")
     assert at is not None
     names = ("gpu_utilization_low_seconds_total", "gpu_utilization_high_seconds_total",
-             "gpu_utilization_seconds_total", "gpu_utilization_ratio")  # fmt: skip
+             "gpu_utilization_seconds_total", "gpu_utilization_ratio", "gpu_power_peak_watts",
+             "gpu_sm_clock_busy_min_hertz", "gpu_sm_clock_hertz")  # fmt: skip
     return at, {f"{name}:{gpu}": value(parsed, name, gpu=gpu) for name in names for gpu in "01"}
 
 
@@ -96,6 +100,12 @@ def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fake
     assert rate("gpu_utilization_low_seconds_total:1") == 0.0
     assert 0.85 <= rate("gpu_utilization_seconds_total:1") <= 1.0
     assert "GPU 1 (Tesla K80): the driver keeps no samples of type 1" in log
+    # Peak power: a 650 W step of 0.1 s in every 0.4 s; the SM clock's 1005 MHz steps come only while
+    # utilisation is 5 %, so the minimum while busy stays 1980 MHz although the clock samples include them.
+    assert first["gpu_power_peak_watts:0"] == last["gpu_power_peak_watts:0"] == 650.0
+    assert first["gpu_sm_clock_busy_min_hertz:0"] == last["gpu_sm_clock_busy_min_hertz:0"] == 1980e6
+    assert last["gpu_sm_clock_hertz:0"] in (1980e6, 1005e6)  # the latest sample
+    assert last["gpu_power_peak_watts:1"] is None and last["gpu_sm_clock_busy_min_hertz:1"] is None
     if backend == "fake":
         assert exporter.trace_path is not None
         trace = exporter.trace_path.read_text().splitlines()
@@ -103,9 +113,18 @@ def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fake
         assert reads >= WINDOW
         # gpu0's utilisation and clocks come from the buffers: at most the first read (no sample
         # yet) used the point calls; one nvmlDeviceGetSamples per buffered type per read (4), plus
-        # one NOT_SUPPORTED answer each for the encoder and decoder (remembered).
+        # one NOT_SUPPORTED answer each for the encoder and decoder (remembered), and the power buffer (5).
         assert trace.count("nvmlDeviceGetUtilizationRates gpu0") <= 1
         assert trace.count("nvmlDeviceGetClockInfo gpu0") <= 3  # and the video clock (absent here), once
-        assert 4 * reads <= trace.count("nvmlDeviceGetSamples gpu0") <= 4 * reads + 2 + 4
+        assert 5 * reads <= trace.count("nvmlDeviceGetSamples gpu0") <= 5 * reads + 2 + 5
         # gpu1: the utilisation type answered NOT_SUPPORTED once, then the point call every read.
         assert trace.count("nvmlDeviceGetUtilizationRates gpu1") >= reads - 1
+
+
+def test_reductions_are_readable() -> None:
+    """The catalogue's nvmlDeviceGetSamples selectors are the backend's reductions (readers.py lists them
+    for the catalogue check, samples.py computes them)."""
+    from gpu_exporter.backends.nvml.readers import supported_calls
+    from gpu_exporter.backends.nvml.samples import CALL, REDUCED
+
+    assert {selector for call, selector in supported_calls() if call == CALL} == set(REDUCED)

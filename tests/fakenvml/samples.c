@@ -45,8 +45,9 @@
  *
  * The driver samples each quantity on its own, at its own period, into a bounded ring per GPU per
  * type; nvmlDeviceGetSamples hands out the samples newer than lastSeenTimeStamp (µs), oldest first.
- * Here a sample stamped T (µs since the first nvmlInit*, the scenario clock) holds the scenario's
- * value at T (a cycle's element of that moment). Samples are materialised when a call asks, for
+ * Here a sample stamped 10^9 + T µs (T µs since the first nvmlInit*, the scenario clock; the driver was
+ * loaded 1000 s before) holds the scenario's value at T (a cycle's element of that moment; before
+ * init, the value at init: the rings are full from the start). Samples are materialised when a call asks, for
  * every period boundary since the previous call (at most the ring's size: older ones were
  * overwritten), so they take the scenario of that call. The energy counter is the scenario's
  * `energy` (the millijoules counted before the program started) plus the integral of
@@ -62,6 +63,9 @@
 #include <strings.h>
 
 #define RING_MAX 128
+/* The driver's clock: µs since init plus 1000 s, for the driver was loaded before the program, and its
+ * rings were full at init (samples before init hold the scenario's values at init). */
+#define FAKE_DRIVER_EPOCH_US 1000000000ULL
 
 /* Per sampling type: scenario key, period (µs) and ring size. Utilisation and clocks: every 150 ms
  * (6-7 a second), 100 kept (nvidia-smi -q -d UTILIZATION shows ~100 samples over 15-18 s). Board
@@ -84,7 +88,8 @@ static const struct {
 };
 
 struct ring {
-    unsigned long long next_k; /* the next period index to materialise (sample k is stamped k x period) */
+    bool started;
+    long long next_k; /* the next period index to materialise (sample k is stamped FAKE_DRIVER_EPOCH_US + k x period) */
     unsigned n, head;          /* samples kept; index of the oldest */
     nvmlSample_t s[RING_MAX];
 };
@@ -126,23 +131,26 @@ static bool listed_unsupported(const struct fake_call *c, const char *name)
 
 static void materialise(const struct fake_call *c, unsigned type, struct ring *ring, unsigned long long now_us)
 {
-    unsigned long long period = k_types[type].period_us, k_now = now_us / period;
+    long long period = (long long)k_types[type].period_us, k_now = (long long)(now_us / (unsigned long long)period);
     unsigned size = k_types[type].ring;
     char key[64];
     snprintf(key, sizeof key, "gpu%d.%s", c->gpu, k_types[type].key);
     const char *val = fake_get(c->s, key);
     unsigned long long a = 0; /* gpuN.absurd: utilisation samples read 4294967295, as the point reads */
     bool absurd = k_types[type].utilization && fake_dev_u64(c, &a, "absurd") && a != 0;
-    if (ring->next_k == 0)
-        ring->next_k = 1;
-    if (k_now >= size && ring->next_k < k_now - size + 1)
-        ring->next_k = k_now - size + 1; /* older ones would have been overwritten */
-    for (unsigned long long k = ring->next_k; k <= k_now; k++) {
-        unsigned long long ts = k * period;
+    if (!ring->started) {
+        ring->started = true;
+        ring->next_k = k_now - (long long)size + 1; /* a full ring at the first call */
+    }
+    if (ring->next_k < k_now - (long long)size + 1)
+        ring->next_k = k_now - (long long)size + 1; /* older ones would have been overwritten */
+    for (long long k = ring->next_k; k <= k_now; k++) {
+        unsigned long long ts = (unsigned long long)((long long)FAKE_DRIVER_EPOCH_US + k * period);
+        double at = k > 0 ? (double)(k * period) / 1e6 : 0.0; /* before init: the value at init */
         unsigned long long v;
         if (absurd)
             v = FAKE_ABSURD_UTILIZATION;
-        else if (val == NULL || !fake_value_u64(key, val, (double)ts / 1e6, &v))
+        else if (val == NULL || !fake_value_u64(key, val, at, &v))
             continue;
         if (ring->n == size) {
             ring->head = (ring->head + 1) % size;

@@ -172,6 +172,12 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetPowerUsage", "", _MILLI), DcgmSource(155), "DCGM_FI_DEV_POWER_USAGE",
     ),
     _gauge(
+        "gpu_power_peak_watts", "watts",
+        "Highest board power among the driver's power samples (nvmlDeviceGetSamples NVML_TOTAL_POWER_SAMPLES, "
+        "every ~20 ms) since the previous read: the spikes a 1 s average hides", "power",
+        NvmlSource("nvmlDeviceGetSamples", "total_power_max", _MILLI), None,
+    ),
+    _gauge(
         "gpu_power_instant_watts", "watts", "Instantaneous power draw of the whole board (not averaged)", "power",
         NvmlSource("nvmlDeviceGetFieldValues", "power_instant", _MILLI), DcgmSource(157),
         "DCGM_FI_DEV_POWER_USAGE_INSTANT",
@@ -211,6 +217,13 @@ ROWS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_sm_clock_hertz", "hertz", "Current SM clock", "clocks",
         NvmlSource("nvmlDeviceGetClockInfo", "sm", _MHZ), DcgmSource(100, _MHZ), "DCGM_FI_DEV_SM_CLOCK", 1 / _MHZ,
+    ),
+    _gauge(
+        "gpu_sm_clock_busy_min_hertz", "hertz",
+        "Lowest SM clock among the driver's clock samples (nvmlDeviceGetSamples NVML_PROCESSOR_CLK_SAMPLES) "
+        "since the previous read taken while the GPU's utilization sample was at least 10%: a clock that "
+        "sags under load", "clocks",
+        NvmlSource("nvmlDeviceGetSamples", "processor_clk_busy_min", _MHZ), None,
     ),
     _gauge(
         "gpu_memory_clock_hertz", "hertz", "Current memory clock", "clocks",

@@ -3,7 +3,9 @@
 
 Each sampling type is sampled at its own period into a bounded ring per GPU; a sample stamped T (µs
 since the first ``nvmlInit*``) holds the scenario's value at T. Samples are made when a call asks, for
-every period boundary since the previous call (at most a ring's worth). The energy counter is
+every period boundary since the previous call (at most a ring's worth; the rings are full at the
+first call, samples before init holding the values at init), stamped on a driver clock 1000 s ahead
+of the scenario's. The energy counter is
 ``energy`` (mJ before the program started) plus the integral of ``power.usage`` (mW) since init.
 """
 
@@ -22,6 +24,9 @@ from gpu_exporter.simulate.scenario import parse_float
 
 SAMPLING_TYPE_COUNT = 10  # NVML_SAMPLINGTYPE_COUNT
 VALUE_TYPE_UNSIGNED_INT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT
+#: The driver's clock: µs since init plus 1000 s (the driver was loaded before the program; its rings
+#: were full at init, samples before init holding the values at init).
+DRIVER_EPOCH_US = 1_000_000_000
 _UTILIZATION_PERIOD_US = 150000  # 6-7 a second, 100 kept (15 s)
 
 
@@ -48,7 +53,7 @@ TYPES: dict[int, _Type] = {
 
 @dataclass
 class _Ring:
-    next_k: int = 1
+    next_k: int | None = None
     samples: deque[tuple[int, int]] = field(default_factory=deque)
 
 
@@ -78,13 +83,14 @@ def _materialise(c: Call, kind: _Type, ring: _Ring, now_us: int) -> None:
     key = f"gpu{c.gpu}.{kind.key}"
     value = c.s.get(key)
     absurd = kind.utilization and bool(c.u64("absurd"))
-    ring.next_k = max(ring.next_k, k_now - kind.ring + 1)
+    first = k_now - kind.ring + 1  # a full ring at the first call; older ones were overwritten
+    ring.next_k = first if ring.next_k is None else max(ring.next_k, first)
     for k in range(ring.next_k, k_now + 1):
-        stamp = k * kind.period_us
-        sample = ABSURD_UTILIZATION if absurd else c.lib.uint_value(key, value, stamp / 1e6)
+        at = max(k, 0) * kind.period_us / 1e6  # before init: the value at init
+        sample = ABSURD_UTILIZATION if absurd else c.lib.uint_value(key, value, at)
         if sample is None:
             continue
-        ring.samples.append((stamp, sample & 0xFFFFFFFF))
+        ring.samples.append((DRIVER_EPOCH_US + k * kind.period_us, sample & 0xFFFFFFFF))
         if len(ring.samples) > kind.ring:
             ring.samples.popleft()
     ring.next_k = max(ring.next_k, k_now + 1)

@@ -44,7 +44,8 @@ from gpu_exporter.backends.nvml.readers import (
     Handle,
     Raw,
 )
-from gpu_exporter.backends.nvml.samples import BUFFERED, SampleBuffers
+from gpu_exporter.backends.nvml.samples import BUFFERED, REDUCED, SampleBuffers, Samples, reduce
+from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
@@ -261,39 +262,61 @@ class NvmlBackend:
     def _from_buffers(
         self, reading: RawReading, gpu: Entity, device: DeviceIdentity, handle: Handle, rows: list[Row]
     ) -> list[Row]:
-        """Rows the driver keeps samples of, read from its buffers: the samples since the last seen go
-        to ``reading.samples`` and the latest is the row's value. Returns the rows left for point
-        reads: those of a type without a buffer (remembered, logged once), without a new sample, or
-        whose call failed this time."""
+        """Rows the driver keeps samples of, read from its buffers (each type once per read): the samples
+        since the last seen go to ``reading.samples`` and the latest is the row's value; the
+        ``nvmlDeviceGetSamples`` rows are reduced from them (peak power, SM clock while busy). Returns
+        the rows left for point reads: those of a type without a buffer (remembered, logged once),
+        without a new sample, or whose call failed this time."""
+        fetched: dict[int, Samples | None] = {}
+
+        def fetch(kind: int, row: Row) -> Samples | None:
+            """The type's samples of this read; None where the driver keeps none (remembered)."""
+            if kind not in fetched:
+                fetched[kind] = None
+                if self._buffers.supported(device.uuid, kind):
+                    started = time.perf_counter()
+                    fetched[kind] = self._fetch(gpu, device, handle, kind, row)
+                    reading.spent(row.spec.collector, time.perf_counter() - started)
+            return fetched[kind]
+
         left = []
         out = reading.raw.setdefault(gpu, {})
         for row in rows:
-            kind = BUFFERED.get((row.source.call, row.source.selector))
-            if kind is None or not self._buffers.supported(device.uuid, kind):
-                left.append(row)
+            if row.source.call == SAMPLES_CALL:
+                series = [fetch(kind, row) for kind in REDUCED.get(row.source.selector, ())]
+                if not series or any(samples is None for samples in series):
+                    reading.unsupported.append((gpu, row.key, f"{SAMPLES_CALL} keeps no samples of that type"))
+                    continue
+                value = reduce(row.source.selector, tuple(samples or [] for samples in series))
+                if value is not None:
+                    out[row.key] = value
                 continue
-            started = time.perf_counter()
-            try:
-                samples = self._buffers.read(device.uuid, handle, kind)
-            except pynvml.NVMLError_GpuIsLost as err:
-                raise DeviceLost(f"{gpu.uid}: {err}") from err
-            except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
-                self._buffers.unsupported(device.uuid, kind)
-                log.info(
-                    "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
-                    device.index, device.name, kind, err, row.spec.name,
-                )  # fmt: skip
-                samples = []
-            except pynvml.NVMLError as err:
-                log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
-                samples = []
-            reading.spent(row.spec.collector, time.perf_counter() - started)
+            kind = BUFFERED.get((row.source.call, row.source.selector))
+            samples = None if kind is None else fetch(kind, row)
             if not samples:
                 left.append(row)
                 continue
             out[row.key] = samples[-1][1]
             reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
         return left
+
+    def _fetch(self, gpu: Entity, device: DeviceIdentity, handle: Handle, kind: int, row: Row) -> Samples | None:
+        """One ``nvmlDeviceGetSamples``: the new samples ([] when none or the call failed this time), or
+        None when the driver keeps no buffer of ``kind`` (remembered). Raises DeviceLost."""
+        try:
+            return self._buffers.read(device.uuid, handle, kind)
+        except pynvml.NVMLError_GpuIsLost as err:
+            raise DeviceLost(f"{gpu.uid}: {err}") from err
+        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
+            self._buffers.unsupported(device.uuid, kind)
+            log.info(
+                "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
+                device.index, device.name, kind, err, row.spec.name,
+            )  # fmt: skip
+            return None
+        except pynvml.NVMLError as err:
+            log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
+            return []
 
     def _gpm_reader(
         self,

@@ -31,7 +31,34 @@ BUFFERED: dict[tuple[str, str], int] = {
     ("nvmlDeviceGetClockInfo", "memory"): pynvml.NVML_MEMORY_CLK_SAMPLES,
 }
 
+#: Values computed from the samples of a read (the catalogue's ``nvmlDeviceGetSamples`` selectors):
+#: the highest power sample (mW), and the lowest SM clock sample (MHz) among those taken while the latest
+#: utilisation sample at or before it was at least :data:`BUSY_PERCENT`.
+REDUCED: dict[str, tuple[int, ...]] = {
+    "total_power_max": (pynvml.NVML_TOTAL_POWER_SAMPLES,),
+    "processor_clk_busy_min": (pynvml.NVML_PROCESSOR_CLK_SAMPLES, pynvml.NVML_GPU_UTILIZATION_SAMPLES),
+}
+BUSY_PERCENT = 10.0
+
 Samples = list[tuple[int, float]]
+
+
+def reduce(selector: str, series: tuple[Samples, ...]) -> float | None:
+    """One :data:`REDUCED` value from its types' samples of this read (in :data:`REDUCED`'s order);
+    None when no sample qualifies."""
+    if selector == "total_power_max":
+        return max((value for _t, value in series[0]), default=None)
+    clocks, utilization = series
+    busy: list[float] = []
+    at = 0
+    current: float | None = None
+    for t, mhz in clocks:  # each clock sample with the latest utilisation sample at or before it
+        while at < len(utilization) and utilization[at][0] <= t:
+            current = utilization[at][1]
+            at += 1
+        if current is not None and BUSY_PERCENT <= current <= 100:
+            busy.append(mhz)
+    return min(busy, default=None)
 
 
 class SampleBuffers:

@@ -1,11 +1,13 @@
 """The driver's sample buffers on the NVML backend, out of process on the C fake and the simulator:
 a GPU whose utilisation dips to 5 % for 0.3 s every 2.5 s while a process holds it shows those dips
-in gpu_utilization_low_seconds_total (about 0.12 of the time) although a 1 s point poller would miss
-most of them; gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622,
-not the 0.70 most points show); a GPU whose driver keeps no utilisation buffer falls back to the point
-read; the utilisation point call is not made where the buffer answers. The power peak is the highest
-20 ms power sample, the SM clock minimum counts only samples taken while busy (the clock drops with the
-utilisation here, so it stays at 1980 MHz)."""
+in gpu_utilization_low_seconds_total although a 1 s point poller would miss most of them. The driver
+reports the busy percent of each 200 ms (as an H200 does), so one sample per dip lies wholly in it:
+0.08 of the time is counted below 10 % (the neighbouring samples, half in the dip, read 37 %).
+gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622, not the 0.70
+most points show); a GPU whose driver keeps no utilisation buffer falls back to the point read, as
+does a clock whose buffer is empty (as an H200's are), each asked once; the utilisation point call is
+not made where the buffer answers. The power peak is the highest 20 ms power sample; the SM clock
+minimum counts only samples taken while busy."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ gpu0.memory.total = 85520809984
 gpu0.memory.used = 42949672960
 gpu0.utilization.gpu = {",".join(DIP)}@0.1
 gpu0.utilization.memory = 40
-gpu0.clock.sm = {",".join(["1980"] * 22 + ["1005"] * 3)}@0.1
+gpu0.clock.sm = 1980,1410@0.6
+gpu0.samples.clocks = 1
 gpu0.power.usage = 400000,400000,400000,650000@0.1
 gpu0.clock.memory = 2619
 gpu0.process.0.pid = 4242
@@ -32,7 +35,13 @@ gpu1.name = Tesla K80
 gpu1.utilization.gpu = 95
 gpu1.utilization.memory = 20
 gpu1.samples.unsupported = gpu_utilization
+gpu1.clock.sm = 823
 gpu1.process.0.pid = 4243
+gpu2.name = NVIDIA H100 80GB HBM3
+gpu2.utilization.gpu = 5
+gpu2.clock.sm = 1005
+gpu2.samples.clocks = 1
+gpu2.process.0.pid = 4244
 """
 WINDOW = 15.0  # six dips
 
@@ -52,7 +61,7 @@ def _scrape(exporter: Exporter) -> tuple[float, dict[str, float | None]]:
     names = ("gpu_utilization_low_seconds_total", "gpu_utilization_high_seconds_total",
              "gpu_utilization_seconds_total", "gpu_utilization_ratio", "gpu_power_peak_watts",
              "gpu_sm_clock_busy_min_hertz", "gpu_sm_clock_hertz")  # fmt: skip
-    return at, {f"{name}:{gpu}": value(parsed, name, gpu=gpu) for name in names for gpu in "01"}
+    return at, {f"{name}:{gpu}": value(parsed, name, gpu=gpu) for name in names for gpu in "012"}
 
 
 def point_poller_catches(phase: float, seconds: float = 60.0) -> float:
@@ -88,24 +97,29 @@ def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fake
         assert before is not None and after is not None, key
         return (after - before) / elapsed
 
-    # Two 150 ms driver samples fall in each 0.3 s dip: 0.12 of the time below 10 %, while held.
-    assert 0.09 <= rate("gpu_utilization_low_seconds_total:0") <= 0.15
+    # One 200 ms driver sample lies wholly in each 0.3 s dip: 0.08 of the time below 10 %, while held.
+    assert 0.06 <= rate("gpu_utilization_low_seconds_total:0") <= 0.10
     assert rate("gpu_utilization_high_seconds_total:0") == 0.0
     # Busy time integrates every sample: (22 x 0.70 + 3 x 0.05) / 25 = 0.622, not the 0.70 of most points.
     assert 0.60 <= rate("gpu_utilization_seconds_total:0") <= 0.645
-    assert last["gpu_utilization_ratio:0"] in (0.7, 0.05)  # the latest sample
+    assert last["gpu_utilization_ratio:0"] in (0.7, 0.37, 0.05)  # the latest sample
     # GPU 1 keeps no utilisation buffer: the point read, every read, by the old rule.
     assert last["gpu_utilization_ratio:1"] == 0.95
     assert 0.9 <= rate("gpu_utilization_high_seconds_total:1") <= 1.05
     assert rate("gpu_utilization_low_seconds_total:1") == 0.0
     assert 0.85 <= rate("gpu_utilization_seconds_total:1") <= 1.0
     assert "GPU 1 (Tesla K80): the driver keeps no samples of type 1" in log
-    # Peak power: a 650 W step of 0.1 s in every 0.4 s; the SM clock's 1005 MHz steps come only while
-    # utilisation is 5 %, so the minimum while busy stays 1980 MHz although the clock samples include them.
+    # Peak power: a 650 W step of 0.1 s in every 0.4 s. The SM clock drops to 1410 MHz for 0.6 s in every
+    # 1.2 s while busy; gpu2's 1005 MHz comes only while it idles at 5 %, so it has no busy minimum.
     assert first["gpu_power_peak_watts:0"] == last["gpu_power_peak_watts:0"] == 650.0
-    assert first["gpu_sm_clock_busy_min_hertz:0"] == last["gpu_sm_clock_busy_min_hertz:0"] == 1980e6
-    assert last["gpu_sm_clock_hertz:0"] in (1980e6, 1005e6)  # the latest sample
+    assert first["gpu_sm_clock_busy_min_hertz:0"] == last["gpu_sm_clock_busy_min_hertz:0"] == 1410e6
+    assert last["gpu_sm_clock_hertz:0"] in (1980e6, 1410e6)  # the latest sample
+    assert last["gpu_sm_clock_hertz:2"] == 1005e6 and last["gpu_sm_clock_busy_min_hertz:2"] is None
+    assert rate("gpu_utilization_low_seconds_total:2") > 0.95
+    # gpu1: no power key, no buffers of utilisation (listed) or clocks (empty): point reads.
     assert last["gpu_power_peak_watts:1"] is None and last["gpu_sm_clock_busy_min_hertz:1"] is None
+    assert last["gpu_sm_clock_hertz:1"] == 823e6
+    assert "GPU 1 (Tesla K80): the driver keeps no samples of type 5 (its buffer is empty)" in log
     if backend == "fake":
         assert exporter.trace_path is not None
         trace = exporter.trace_path.read_text().splitlines()
@@ -114,9 +128,12 @@ def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fake
         # gpu0's utilisation and clocks come from the buffers: at most the first read (no sample
         # yet) used the point calls; one nvmlDeviceGetSamples per buffered type per read (4), plus
         # one NOT_SUPPORTED answer each for the encoder and decoder (remembered), and the power buffer (5).
-        assert trace.count("nvmlDeviceGetUtilizationRates gpu0") <= 1
-        assert trace.count("nvmlDeviceGetClockInfo gpu0") <= 3  # and the video clock (absent here), once
+        assert trace.count("nvmlDeviceGetUtilizationRates gpu0") == 0  # the rings are full from the start
+        assert trace.count("nvmlDeviceGetClockInfo gpu0") <= 1  # the video clock (absent here), once
         assert 5 * reads <= trace.count("nvmlDeviceGetSamples gpu0") <= 5 * reads + 2 + 5
+        # gpu1: the memory utilisation buffer every read; the others asked once (clock: empty, utilisation:
+        # not supported, encoder, decoder, power, memory clock: no key)
+        assert reads <= trace.count("nvmlDeviceGetSamples gpu1") <= reads + 6 + 6
         # gpu1: the utilisation type answered NOT_SUPPORTED once, then the point call every read.
         assert trace.count("nvmlDeviceGetUtilizationRates gpu1") >= reads - 1
 

@@ -41,17 +41,19 @@
 
 
 /* samples.c: the driver's sample buffers (nvmlDeviceGetSamples) and its energy counter
- * (nvmlDeviceGetTotalEnergyConsumption), as nvml.h describes them.
+ * (nvmlDeviceGetTotalEnergyConsumption), as nvml.h describes them and as an H200 on driver 580.159.04
+ * answered them (measured; SCENARIO.md lists what was seen).
  *
  * The driver samples each quantity on its own, at its own period, into a bounded ring per GPU per
- * type; nvmlDeviceGetSamples hands out the samples newer than lastSeenTimeStamp (µs), oldest first.
- * Here a sample stamped 10^9 + T µs (T µs since the first nvmlInit*, the scenario clock; the driver was
- * loaded 1000 s before) holds the scenario's value at T (a cycle's element of that moment; before
- * init, the value at init: the rings are full from the start). Samples are materialised when a call asks, for
- * every period boundary since the previous call (at most the ring's size: older ones were
- * overwritten), so they take the scenario of that call. The energy counter is the scenario's
- * `energy` (the millijoules counted before the program started) plus the integral of
- * `power.usage` (mW) since init, a cycle integrated step by step: exact, as the real counter.
+ * type, full from the start (it was loaded before the program); nvmlDeviceGetSamples hands out the
+ * samples newer than lastSeenTimeStamp, oldest first, stamped in wall-clock µs. A utilisation sample
+ * is the percent of its period the engine was busy: here the mean of the scenario's value over
+ * (T - period, T] (a cycle integrated step by step; before init, the value at init), truncated; a power
+ * or clock sample is the value at T. Samples are materialised when a call asks, for every period
+ * boundary since the previous call (at most the ring's size: older ones were overwritten), so they
+ * take the scenario of that call. The energy counter is the scenario's `energy` (the millijoules
+ * counted before the program started) plus the integral of `power.usage` (mW) since init, a cycle
+ * integrated step by step: exact, as the real counter.
  */
 
 #include "fakenvml.h"
@@ -63,34 +65,36 @@
 #include <strings.h>
 
 #define RING_MAX 128
-/* The driver's clock: µs since init plus 1000 s, for the driver was loaded before the program, and its
- * rings were full at init (samples before init hold the scenario's values at init). */
-#define FAKE_DRIVER_EPOCH_US 1000000000ULL
 
-/* Per sampling type: scenario key, period (µs) and ring size. Utilisation and clocks: every 150 ms
- * (6-7 a second), 100 kept (nvidia-smi -q -d UTILIZATION shows ~100 samples over 15-18 s). Board
- * power: every 20 ms, 120 kept (~2.4 s). */
+/* Per sampling type: scenario key, period (µs) and samples kept (the NULL call answers one more).
+ * Measured: utilisation (GPU, memory, encoder, decoder, and JPG/OFA, not modelled) every 200 ms, 71
+ * kept (14 s); board power every ~20 ms, 119 kept (2.4 s); SM and memory clock buffers empty (the
+ * NULL call answers 100, a buffer NOT_FOUND): the fake keeps them only with gpuN.samples.clocks = 1,
+ * at the utilisation's pace (not measured). */
 static const struct {
     const char *key;
     const char *name; /* the nvmlSamplingType_t name, lower case, without NVML_ and _SAMPLES */
     unsigned long long period_us;
     unsigned ring;
-    bool utilization; /* not supported on a GPU in MIG mode (nvml.h's note) */
+    bool utilization; /* a busy percent over the period; not supported on a GPU in MIG mode (nvml.h's note) */
+    bool clock;       /* kept only with gpuN.samples.clocks = 1 */
 } k_types[NVML_SAMPLINGTYPE_COUNT] = {
-    [NVML_TOTAL_POWER_SAMPLES] = {"power.usage", "total_power", 20000, 120, false},
-    [NVML_GPU_UTILIZATION_SAMPLES] = {"utilization.gpu", "gpu_utilization", 150000, 100, true},
-    [NVML_MEMORY_UTILIZATION_SAMPLES] = {"utilization.memory", "memory_utilization", 150000, 100, true},
-    [NVML_ENC_UTILIZATION_SAMPLES] = {"utilization.encoder", "enc_utilization", 150000, 100, true},
-    [NVML_DEC_UTILIZATION_SAMPLES] = {"utilization.decoder", "dec_utilization", 150000, 100, true},
-    [NVML_PROCESSOR_CLK_SAMPLES] = {"clock.sm", "processor_clk", 150000, 100, false},
-    [NVML_MEMORY_CLK_SAMPLES] = {"clock.memory", "memory_clk", 150000, 100, false},
-    /* module power, NVJPG and NVOFA: no scenario key, NOT_SUPPORTED */
+    [NVML_TOTAL_POWER_SAMPLES] = {"power.usage", "total_power", 20000, 119, false, false},
+    [NVML_GPU_UTILIZATION_SAMPLES] = {"utilization.gpu", "gpu_utilization", 200000, 71, true, false},
+    [NVML_MEMORY_UTILIZATION_SAMPLES] = {"utilization.memory", "memory_utilization", 200000, 71, true, false},
+    [NVML_ENC_UTILIZATION_SAMPLES] = {"utilization.encoder", "enc_utilization", 200000, 71, true, false},
+    [NVML_DEC_UTILIZATION_SAMPLES] = {"utilization.decoder", "dec_utilization", 200000, 71, true, false},
+    [NVML_PROCESSOR_CLK_SAMPLES] = {"clock.sm", "processor_clk", 200000, 71, false, true},
+    [NVML_MEMORY_CLK_SAMPLES] = {"clock.memory", "memory_clk", 200000, 71, false, true},
+    /* NVML_MODULE_POWER_SAMPLES: INVALID_ARGUMENT (measured on H200, not a Grace Hopper); NVJPG and
+     * NVOFA: no scenario key, NOT_SUPPORTED */
 };
+#define EMPTY_CLOCK_COUNT 100u /* what the NULL call answers for an empty clock buffer (measured) */
 
 struct ring {
     bool started;
-    long long next_k; /* the next period index to materialise (sample k is stamped FAKE_DRIVER_EPOCH_US + k x period) */
-    unsigned n, head;          /* samples kept; index of the oldest */
+    long long next_k; /* the next period index to materialise (sample k is stamped epoch + k x period) */
+    unsigned n, head; /* samples kept; index of the oldest */
     nvmlSample_t s[RING_MAX];
 };
 
@@ -103,6 +107,7 @@ struct energy {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ring g_rings[FAKE_MAX_GPUS][NVML_SAMPLINGTYPE_COUNT];
 static struct energy g_energy[FAKE_MAX_GPUS];
+static unsigned long long g_epoch_us; /* wall-clock µs at init (the scenario clock's 0) */
 
 static unsigned long long to_us(double t)
 {
@@ -129,6 +134,35 @@ static bool listed_unsupported(const struct fake_call *c, const char *name)
     return false;
 }
 
+/* The mean of a value over (t0, t1] seconds (t0 >= 0), a cycle step by step; false when absent. */
+static bool window_mean(const char *key, const char *val, double t0, double t1, double *out)
+{
+    double period = 0;
+    const char *at = strrchr(val, '@');
+    if (at != NULL) {
+        char *end;
+        period = strtod(at + 1, &end);
+        if (end == at + 1 || period <= 0)
+            period = 0;
+    }
+    double sum = 0, from = t0;
+    while (from < t1) {
+        double to = t1;
+        if (period > 0) {
+            double boundary = (double)((long long)(from / period + 1e-9) + 1) * period;
+            if (boundary > from && boundary < t1)
+                to = boundary;
+        }
+        double level;
+        if (!fake_value_f64(key, val, (from + to) / 2, &level))
+            return false;
+        sum += level * (to - from);
+        from = to;
+    }
+    *out = t1 > t0 ? sum / (t1 - t0) : 0;
+    return true;
+}
+
 static void materialise(const struct fake_call *c, unsigned type, struct ring *ring, unsigned long long now_us)
 {
     long long period = (long long)k_types[type].period_us, k_now = (long long)(now_us / (unsigned long long)period);
@@ -145,13 +179,22 @@ static void materialise(const struct fake_call *c, unsigned type, struct ring *r
     if (ring->next_k < k_now - (long long)size + 1)
         ring->next_k = k_now - (long long)size + 1; /* older ones would have been overwritten */
     for (long long k = ring->next_k; k <= k_now; k++) {
-        unsigned long long ts = (unsigned long long)((long long)FAKE_DRIVER_EPOCH_US + k * period);
-        double at = k > 0 ? (double)(k * period) / 1e6 : 0.0; /* before init: the value at init */
+        unsigned long long ts = (unsigned long long)((long long)g_epoch_us + k * period);
+        double end = k > 0 ? (double)(k * period) / 1e6 : 0.0; /* before init: the value at init */
+        double start = end - (double)period / 1e6 > 0 ? end - (double)period / 1e6 : 0.0;
         unsigned long long v;
-        if (absurd)
+        double mean;
+        if (absurd) {
             v = FAKE_ABSURD_UTILIZATION;
-        else if (val == NULL || !fake_value_u64(key, val, at, &v))
+        } else if (val == NULL) {
             continue;
+        } else if (k_types[type].utilization && end > start) {
+            if (!window_mean(key, val, start, end, &mean) || mean < 0)
+                continue;
+            v = (unsigned long long)mean;
+        } else if (!fake_value_u64(key, val, end, &v)) {
+            continue;
+        }
         if (ring->n == size) {
             ring->head = (ring->head + 1) % size;
             ring->n--;
@@ -171,19 +214,32 @@ nvmlReturn_t DECLDIR nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_
     DEVICE_PROLOGUE(device, 0);
     REQUIRE(sampleCount != NULL && sampleValType != NULL);
     REQUIRE(samples == NULL || *sampleCount != 0);
-    if ((unsigned)type >= NVML_SAMPLINGTYPE_COUNT)
+    if ((unsigned)type >= NVML_SAMPLINGTYPE_COUNT || type == NVML_MODULE_POWER_SAMPLES)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (k_types[type].key == NULL || fake_dev_str(&c, "%s", k_types[type].key) == NULL ||
         listed_unsupported(&c, k_types[type].name))
         return NVML_ERROR_NOT_SUPPORTED;
-    unsigned long long mig = 0;
-    if (k_types[type].utilization && fake_dev_u64(&c, &mig, "mig.mode") && mig != 0)
+    unsigned long long flag = 0;
+    if (k_types[type].utilization && fake_dev_u64(&c, &flag, "mig.mode") && flag != 0)
         return NVML_ERROR_NOT_SUPPORTED;
     *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (k_types[type].clock && !(fake_dev_u64(&c, &flag, "samples.clocks") && flag != 0)) {
+        if (samples != NULL)
+            return NVML_ERROR_NOT_FOUND; /* an empty clock buffer */
+        *sampleCount = EMPTY_CLOCK_COUNT;
+        return NVML_SUCCESS;
+    }
     pthread_mutex_lock(&g_lock);
+    if (g_epoch_us == 0)
+        g_epoch_us = fake_now_us() - to_us(c.t);
     struct ring *ring = &g_rings[c.gpu][type];
     materialise(&c, (unsigned)type, ring, to_us(c.t));
     unsigned size = k_types[type].ring, first = 0;
+    if (samples == NULL) { /* the ring's size plus one, whatever lastSeenTimeStamp (measured) */
+        *sampleCount = size + 1;
+        pthread_mutex_unlock(&g_lock);
+        return NVML_SUCCESS;
+    }
     while (first < ring->n && ring->s[(ring->head + first) % size].timeStamp <= lastSeenTimeStamp)
         first++;
     unsigned available = ring->n - first;
@@ -191,14 +247,10 @@ nvmlReturn_t DECLDIR nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_
         pthread_mutex_unlock(&g_lock);
         return NVML_ERROR_NOT_FOUND;
     }
-    if (samples == NULL) {
-        *sampleCount = available;
-    } else {
-        unsigned n = *sampleCount < available ? *sampleCount : available; /* the oldest first */
-        for (unsigned i = 0; i < n; i++)
-            samples[i] = ring->s[(ring->head + first + i) % size];
-        *sampleCount = n;
-    }
+    unsigned n = *sampleCount < available ? *sampleCount : available; /* the oldest first (measured) */
+    for (unsigned i = 0; i < n; i++)
+        samples[i] = ring->s[(ring->head + first + i) % size];
+    *sampleCount = n;
     pthread_mutex_unlock(&g_lock);
     return NVML_SUCCESS;
 }

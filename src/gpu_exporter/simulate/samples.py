@@ -1,16 +1,18 @@
 """The driver's sample buffers (``nvmlDeviceGetSamples``) and energy counter
-(``nvmlDeviceGetTotalEnergyConsumption``), as the C fake answers them (tests/fakenvml/samples.c).
+(``nvmlDeviceGetTotalEnergyConsumption``), as the C fake answers them (tests/fakenvml/samples.c, which
+says what an H200 on driver 580.159.04 answered).
 
-Each sampling type is sampled at its own period into a bounded ring per GPU; a sample stamped T (µs
-since the first ``nvmlInit*``) holds the scenario's value at T. Samples are made when a call asks, for
-every period boundary since the previous call (at most a ring's worth; the rings are full at the
-first call, samples before init holding the values at init), stamped on a driver clock 1000 s ahead
-of the scenario's. The energy counter is
-``energy`` (mJ before the program started) plus the integral of ``power.usage`` (mW) since init.
+Each sampling type is sampled at its own period into a bounded ring per GPU, full from the start,
+stamped in wall-clock µs. A utilisation sample is the mean of the scenario's value over its period
+(truncated; before init, the value at init); a power or clock sample the value at its time. Samples are
+made when a call asks, for every period boundary since the previous call (at most a ring's worth). The
+energy counter is ``energy`` (mJ before the program started) plus the integral of ``power.usage`` (mW)
+since init.
 """
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,11 +25,9 @@ from gpu_exporter.simulate.library import Library
 from gpu_exporter.simulate.scenario import parse_float
 
 SAMPLING_TYPE_COUNT = 10  # NVML_SAMPLINGTYPE_COUNT
+MODULE_POWER = 7  # NVML_MODULE_POWER_SAMPLES: INVALID_ARGUMENT (measured on H200)
 VALUE_TYPE_UNSIGNED_INT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT
-#: The driver's clock: µs since init plus 1000 s (the driver was loaded before the program; its rings
-#: were full at init, samples before init holding the values at init).
-DRIVER_EPOCH_US = 1_000_000_000
-_UTILIZATION_PERIOD_US = 150000  # 6-7 a second, 100 kept (15 s)
+EMPTY_CLOCK_COUNT = 100  # the NULL call's answer for an empty clock buffer (measured)
 
 
 @dataclass(frozen=True)
@@ -35,19 +35,20 @@ class _Type:
     key: str
     name: str  # nvmlSamplingType_t's name, lower case, without NVML_ and _SAMPLES
     period_us: int
-    ring: int
-    utilization: bool  # not supported on a GPU in MIG mode (nvml.h's note)
+    ring: int  # samples kept (the NULL call answers one more)
+    utilization: bool = False  # a busy percent over the period; not supported in MIG mode (nvml.h)
+    clock: bool = False  # kept only with gpuN.samples.clocks = 1
 
 
-#: nvmlSamplingType_t → what the driver samples (module power, NVJPG, NVOFA: not supported).
+#: nvmlSamplingType_t → what the driver samples (NVJPG, NVOFA: not modelled, NOT_SUPPORTED).
 TYPES: dict[int, _Type] = {
-    0: _Type("power.usage", "total_power", 20000, 120, False),
-    1: _Type("utilization.gpu", "gpu_utilization", _UTILIZATION_PERIOD_US, 100, True),
-    2: _Type("utilization.memory", "memory_utilization", _UTILIZATION_PERIOD_US, 100, True),
-    3: _Type("utilization.encoder", "enc_utilization", _UTILIZATION_PERIOD_US, 100, True),
-    4: _Type("utilization.decoder", "dec_utilization", _UTILIZATION_PERIOD_US, 100, True),
-    5: _Type("clock.sm", "processor_clk", _UTILIZATION_PERIOD_US, 100, False),
-    6: _Type("clock.memory", "memory_clk", _UTILIZATION_PERIOD_US, 100, False),
+    0: _Type("power.usage", "total_power", 20000, 119),
+    1: _Type("utilization.gpu", "gpu_utilization", 200000, 71, utilization=True),
+    2: _Type("utilization.memory", "memory_utilization", 200000, 71, utilization=True),
+    3: _Type("utilization.encoder", "enc_utilization", 200000, 71, utilization=True),
+    4: _Type("utilization.decoder", "dec_utilization", 200000, 71, utilization=True),
+    5: _Type("clock.sm", "processor_clk", 200000, 71, clock=True),
+    6: _Type("clock.memory", "memory_clk", 200000, 71, clock=True),
 }
 
 
@@ -61,6 +62,7 @@ class _Ring:
 class _State:
     rings: dict[tuple[int, int], _Ring] = field(default_factory=dict)
     energy: dict[int, tuple[int, float]] = field(default_factory=dict)  # gpu → (µs, mJ integrated)
+    epoch_us: int | None = None  # wall-clock µs at init
 
 
 _STATES: weakref.WeakKeyDictionary[Library, _State] = weakref.WeakKeyDictionary()
@@ -78,7 +80,31 @@ def _unsupported(c: Call, name: str) -> bool:
     return listed is not None and name in {item.strip().lower() for item in listed.replace(" ", ",").split(",")}
 
 
-def _materialise(c: Call, kind: _Type, ring: _Ring, now_us: int) -> None:
+def _period(value: str) -> float | None:
+    body, at, period_text = value.rpartition("@")
+    period = parse_float(period_text.strip()) if at and body else None
+    return period if period is not None and period > 0 else None
+
+
+def _mean(c: Call, key: str, value: str, start: float, end: float) -> float | None:
+    """The mean of the value over (start, end] seconds, a cycle step by step; None when absent."""
+    period = _period(value)
+    total, now = 0.0, start
+    while now < end:
+        to = end
+        if period is not None:
+            boundary = (int(now / period + 1e-9) + 1) * period
+            if now < boundary < end:
+                to = boundary
+        level = c.lib.float_value(key, value, (now + to) / 2)
+        if level is None:
+            return None
+        total += level * (to - now)
+        now = to
+    return total / (end - start)
+
+
+def _materialise(c: Call, kind: _Type, ring: _Ring, now_us: int, epoch_us: int) -> None:
     k_now = now_us // kind.period_us
     key = f"gpu{c.gpu}.{kind.key}"
     value = c.s.get(key)
@@ -86,11 +112,21 @@ def _materialise(c: Call, kind: _Type, ring: _Ring, now_us: int) -> None:
     first = k_now - kind.ring + 1  # a full ring at the first call; older ones were overwritten
     ring.next_k = first if ring.next_k is None else max(ring.next_k, first)
     for k in range(ring.next_k, k_now + 1):
-        at = max(k, 0) * kind.period_us / 1e6  # before init: the value at init
-        sample = ABSURD_UTILIZATION if absurd else c.lib.uint_value(key, value, at)
+        end = max(k, 0) * kind.period_us / 1e6  # before init: the value at init
+        start = max(end - kind.period_us / 1e6, 0.0)
+        sample: int | None
+        if absurd:
+            sample = ABSURD_UTILIZATION
+        elif value is None:
+            sample = None
+        elif kind.utilization and end > start:
+            mean = _mean(c, key, value, start, end)
+            sample = None if mean is None or mean < 0 else int(mean)
+        else:
+            sample = c.lib.uint_value(key, value, end)
         if sample is None:
             continue
-        ring.samples.append((DRIVER_EPOCH_US + k * kind.period_us, sample & 0xFFFFFFFF))
+        ring.samples.append((epoch_us + k * kind.period_us, sample & 0xFFFFFFFF))
         if len(ring.samples) > kind.ring:
             ring.samples.popleft()
     ring.next_k = max(ring.next_k, k_now + 1)
@@ -102,7 +138,7 @@ def samples(c: Call, kind_arg: Any, last_seen: Any, value_type: Any, count: Any,
     if counter is None or abi.target(value_type) is None or (array is not None and counter.value == 0):
         return errors.INVALID_ARGUMENT
     number = abi.number(kind_arg)
-    if not 0 <= number < SAMPLING_TYPE_COUNT:
+    if not 0 <= number < SAMPLING_TYPE_COUNT or number == MODULE_POWER:
         return errors.INVALID_ARGUMENT
     kind = TYPES.get(number)
     if kind is None or c.text(kind.key) is None or _unsupported(c, kind.name):
@@ -110,17 +146,25 @@ def samples(c: Call, kind_arg: Any, last_seen: Any, value_type: Any, count: Any,
     if kind.utilization and c.u64("mig.mode"):
         return errors.NOT_SUPPORTED
     abi.put(value_type, VALUE_TYPE_UNSIGNED_INT)
+    if kind.clock and not c.u64("samples.clocks"):
+        if array is not None:
+            return errors.NOT_FOUND  # an empty clock buffer
+        counter.value = EMPTY_CLOCK_COUNT
+        return errors.SUCCESS
     seen = abi.number(last_seen)
     with c.lib.lock:
-        ring = _state(c.lib).rings.setdefault((c.gpu, number), _Ring())
-        _materialise(c, kind, ring, round(c.t * 1e6))
+        state = _state(c.lib)
+        if state.epoch_us is None:
+            state.epoch_us = time.time_ns() // 1000 - round(c.t * 1e6)
+        ring = state.rings.setdefault((c.gpu, number), _Ring())
+        _materialise(c, kind, ring, round(c.t * 1e6), state.epoch_us)
         newer = [sample for sample in ring.samples if sample[0] > seen]
+    if array is None:
+        counter.value = kind.ring + 1  # whatever lastSeenTimeStamp (measured)
+        return errors.SUCCESS
     if not newer:
         return errors.NOT_FOUND
-    if array is None:
-        counter.value = len(newer)
-        return errors.SUCCESS
-    taken = newer[: counter.value]  # the oldest first
+    taken = newer[: counter.value]  # the oldest first (measured)
     for slot, (stamp, value) in zip(array, taken, strict=False):
         slot.timeStamp = stamp
         slot.sampleValue.uiVal = value
@@ -134,12 +178,11 @@ def _power_integral(c: Call, start: int, end: int) -> float:
     value = c.s.get(key)
     if value is None:
         return 0.0
-    body, at, period_text = value.rpartition("@")
-    period = parse_float(period_text.strip()) if at and body else None
+    period = _period(value)
     total, now = 0.0, start
     while now < end:
         to = end
-        if period is not None and period > 0:
+        if period is not None:
             boundary = int((int(now / 1e6 / period) + 1) * period * 1e6 + 0.5)
             if now < boundary < end:
                 to = boundary

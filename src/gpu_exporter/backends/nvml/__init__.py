@@ -304,19 +304,22 @@ class NvmlBackend:
         """One ``nvmlDeviceGetSamples``: the new samples ([] when none or the call failed this time), or
         None when the driver keeps no buffer of ``kind`` (remembered). Raises DeviceLost."""
         try:
-            return self._buffers.read(device.uuid, handle, kind)
+            samples = self._buffers.read(device.uuid, handle, kind)
+            why = "its buffer is empty"
         except pynvml.NVMLError_GpuIsLost as err:
             raise DeviceLost(f"{gpu.uid}: {err}") from err
         except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
-            self._buffers.unsupported(device.uuid, kind)
-            log.info(
-                "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
-                device.index, device.name, kind, err, row.spec.name,
-            )  # fmt: skip
-            return None
+            samples, why = None, str(err)
         except pynvml.NVMLError as err:
             log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
             return []
+        if samples is None:
+            self._buffers.unsupported(device.uuid, kind)
+            log.info(
+                "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
+                device.index, device.name, kind, why, row.spec.name,
+            )  # fmt: skip
+        return samples
 
     def _gpm_reader(
         self,

@@ -5,9 +5,12 @@ The driver samples GPU, memory, encoder and decoder utilisation and the SM and m
 times a second into bounded rings (about 100 samples); reading them every read sees every sample a
 1 s point read would alias. Each call passes a buffer of :data:`CAPACITY` entries, so the size query
 (the call with a NULL buffer) is never needed: the driver fills at most that many, oldest first, and
-the rest come with the next read. ``NOT_FOUND`` means no sample is newer (an empty list);
-``NOT_SUPPORTED`` or a missing symbol is remembered per (GPU, type), and that value is read by its
-point call from then on.
+the rest come with the next read. ``NOT_FOUND`` means no sample is newer (an empty list), except at
+the first call (from timestamp 0): a driver's rings are full from the start, so an empty one is a
+type it does not keep (an H200 on driver 580 keeps no SM or memory clock samples: the size query
+answers 100, a buffer ``NOT_FOUND``). That, ``NOT_SUPPORTED`` or a missing symbol is remembered per
+(GPU, type), and that value is read by its point call from then on. Timestamps are the driver's
+(wall-clock µs on that driver); only their differences are used.
 """
 
 from __future__ import annotations
@@ -75,9 +78,10 @@ class SampleBuffers:
         """Remember that the driver keeps no buffer of ``kind`` for this GPU."""
         self._unsupported.add((uuid, kind))
 
-    def read(self, uuid: str, handle: Handle, kind: int) -> Samples:
-        """(timestamp µs, raw value) of every sample newer than the last seen, oldest first; raises
-        the NVMLError of the call (NOT_FOUND is an empty list)."""
+    def read(self, uuid: str, handle: Handle, kind: int) -> Samples | None:
+        """(timestamp µs, raw value) of every sample newer than the last seen, oldest first; None when
+        the first call finds the buffer empty (the driver keeps none of ``kind``); raises the NVMLError
+        of the call (a later NOT_FOUND is an empty list)."""
         key = (uuid, kind)
         last = self._last.get(key, 0)
         buffer = (pynvml.c_nvmlSample_t * CAPACITY)()
@@ -87,15 +91,14 @@ class SampleBuffers:
             handle, pynvml._nvmlSamplingType_t(kind), c_ulonglong(last), byref(value_type), byref(count), buffer
         )
         if status == pynvml.NVML_ERROR_NOT_FOUND:
-            return []
+            return None if key not in self._last else []
         if status != pynvml.NVML_SUCCESS:
             raise pynvml.NVMLError(status)
         member = VALUE_MEMBERS.get(value_type.value, "uiVal")
         samples = [
             (int(buffer[i].timeStamp), float(getattr(buffer[i].sampleValue, member))) for i in range(count.value)
         ]
-        if samples:
-            self._last[key] = max(last, samples[-1][0])
+        self._last[key] = max(last, samples[-1][0]) if samples else last
         return samples
 
     def forget(self, uuids: set[str]) -> None:

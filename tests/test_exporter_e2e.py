@@ -300,4 +300,4 @@ def test_near_static_values_stay_between_their_reads(fakenvml_dir: Path, tmp_pat
     assert value(parsed, "gpu_pcie_link_width_max", gpu="2") == 16
     calls = trace.splitlines()
     assert calls.count("nvmlDeviceGetMaxPcieLinkWidth gpu0") == 1
-    assert calls.count("nvmlDeviceGetUtilizationRates gpu0") > 5  # read every cycle
+    assert calls.count("nvmlDeviceGetMemoryInfo_v2 gpu0") > 5  # read every cycle

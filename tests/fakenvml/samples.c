@@ -191,7 +191,7 @@ static void materialise(const struct fake_call *c, unsigned type, struct ring *r
         } else if (k_types[type].utilization && end > start) {
             if (!window_mean(key, val, start, end, &mean) || mean < 0)
                 continue;
-            v = (unsigned long long)mean;
+            v = (unsigned long long)(mean + 1e-6); /* truncated; 1e-6 absorbs the sum's rounding */
         } else if (!fake_value_u64(key, val, end, &v)) {
             continue;
         }

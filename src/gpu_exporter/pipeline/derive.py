@@ -13,8 +13,9 @@ entity's integrators restart when it is lost (a counter reset, which ``rate()`` 
 Where a read carries the driver's own samples of the integrated utilization (NVML's sample buffer,
 several a second), an Integral or IdleWhileHeld credits each sample for the time since the previous
 sample (at most :data:`SAMPLE_GAP_SECONDS`) instead of the read for the time since the previous read,
-so sub-second dips count as long as they lasted. A read without samples falls back to the read's
-value, and the sample after it starts afresh (no time is credited twice).
+so sub-second dips count as long as they lasted. A read that brings no new sample (reads may come
+faster than samples) adds nothing; a read whose backend has no samples at all falls back to the
+read's value, and the sample after it starts afresh (no time is credited twice).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Integrators:
             acc = self._state.setdefault((entity.uid, spec.key), _Accumulator())
             derive = spec.derive
             series = samples.get(derive.inputs[0]) if samples and derive is not None and derive.inputs else None
-            if series and isinstance(derive, Integral | IdleWhileHeld):
+            if series is not None and isinstance(derive, Integral | IdleWhileHeld):
                 self._sampled(acc, derive, series, values, at)
                 continue
             acc.sample_at = None
@@ -83,11 +84,12 @@ class Integrators:
     ) -> None:
         """Credit each driver sample for the time since the previous one: its value (Integral), or the
         whole time when it lies on the counted side of the threshold with a holder present."""
+        newest = max(acc.sample_at or series[-1][0], series[-1][0]) if series else acc.sample_at
         held = 1.0
         if isinstance(rule, IdleWhileHeld):
             holders = values.get(rule.holders)
             if holders is None:
-                acc.total, acc.at, acc.sample_at = None, at, series[-1][0]
+                acc.total, acc.at, acc.sample_at = None, at, newest
                 return
             held = 1.0 if holders >= 1 else 0.0
         if acc.at is None or acc.total is None:
@@ -102,7 +104,7 @@ class Integrators:
                     elif (value >= rule.below) == rule.above:
                         acc.total += span * held
                 previous = t if previous is None else max(previous, t)
-        acc.at, acc.sample_at = at, series[-1][0] if acc.sample_at is None else max(acc.sample_at, series[-1][0])
+        acc.at, acc.sample_at = at, newest
 
     def _integrate(self, acc: _Accumulator, value: float | None, at: float) -> None:
         if value is None:

@@ -121,7 +121,7 @@ def _materialise(c: Call, kind: _Type, ring: _Ring, now_us: int, epoch_us: int) 
             sample = None
         elif kind.utilization and end > start:
             mean = _mean(c, key, value, start, end)
-            sample = None if mean is None or mean < 0 else int(mean)
+            sample = None if mean is None or mean < 0 else int(mean + 1e-6)  # truncated, past the sum's rounding
         else:
             sample = c.lib.uint_value(key, value, end)
         if sample is None:

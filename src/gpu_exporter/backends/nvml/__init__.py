@@ -265,8 +265,9 @@ class NvmlBackend:
         """Rows the driver keeps samples of, read from its buffers (each type once per read): the samples
         since the last seen go to ``reading.samples`` and the latest is the row's value; the
         ``nvmlDeviceGetSamples`` rows are reduced from them (peak power, SM clock while busy). Returns
-        the rows left for point reads: those of a type without a buffer (remembered, logged once),
-        without a new sample, or whose call failed this time."""
+        the rows left for point reads: those of a type without a buffer (remembered, logged once) or
+        whose call failed this time. A read that finds no new sample keeps the newest one seen as the
+        value and hands over no samples (nothing to integrate: reads may come faster than samples)."""
         fetched: dict[int, Samples | None] = {}
 
         def fetch(kind: int, row: Row) -> Samples | None:
@@ -283,26 +284,30 @@ class NvmlBackend:
         out = reading.raw.setdefault(gpu, {})
         for row in rows:
             if row.source.call == SAMPLES_CALL:
-                series = [fetch(kind, row) for kind in REDUCED.get(row.source.selector, ())]
-                if not series or any(samples is None for samples in series):
+                kinds = REDUCED.get(row.source.selector, ())
+                series = [fetch(kind, row) for kind in kinds]
+                if not kinds or not all(self._buffers.supported(device.uuid, kind) for kind in kinds):
                     reading.unsupported.append((gpu, row.key, f"{SAMPLES_CALL} keeps no samples of that type"))
                     continue
+                if any(samples is None for samples in series):
+                    continue  # a call failed this time
                 value = reduce(row.source.selector, tuple(samples or [] for samples in series))
                 if value is not None:
                     out[row.key] = value
                 continue
             kind = BUFFERED.get((row.source.call, row.source.selector))
             samples = None if kind is None else fetch(kind, row)
-            if not samples:
+            latest = None if kind is None or samples is None else self._buffers.latest(device.uuid, kind)
+            if samples is None or latest is None:
                 left.append(row)
                 continue
-            out[row.key] = samples[-1][1]
+            out[row.key] = latest
             reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
         return left
 
     def _fetch(self, gpu: Entity, device: DeviceIdentity, handle: Handle, kind: int, row: Row) -> Samples | None:
-        """One ``nvmlDeviceGetSamples``: the new samples ([] when none or the call failed this time), or
-        None when the driver keeps no buffer of ``kind`` (remembered). Raises DeviceLost."""
+        """One ``nvmlDeviceGetSamples``: the new samples ([] when none is new), or None when the driver
+        keeps no buffer of ``kind`` (remembered) or the call failed this time. Raises DeviceLost."""
         try:
             samples = self._buffers.read(device.uuid, handle, kind)
             why = "its buffer is empty"
@@ -312,7 +317,7 @@ class NvmlBackend:
             samples, why = None, str(err)
         except pynvml.NVMLError as err:
             log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
-            return []
+            return None
         if samples is None:
             self._buffers.unsupported(device.uuid, kind)
             log.info(

@@ -69,6 +69,7 @@ class SampleBuffers:
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, int], int] = {}
+        self._latest: dict[tuple[str, int], float] = {}  # the newest sample's value
         self._unsupported: set[tuple[str, int]] = set()
 
     def supported(self, uuid: str, kind: int) -> bool:
@@ -98,10 +99,18 @@ class SampleBuffers:
         samples = [
             (int(buffer[i].timeStamp), float(getattr(buffer[i].sampleValue, member))) for i in range(count.value)
         ]
-        self._last[key] = max(last, samples[-1][0]) if samples else last
+        if samples and samples[-1][0] >= last:
+            self._last[key], self._latest[key] = samples[-1][0], samples[-1][1]
+        else:
+            self._last[key] = last
         return samples
+
+    def latest(self, uuid: str, kind: int) -> float | None:
+        """The newest sample's raw value seen of ``kind``, if any."""
+        return self._latest.get((uuid, kind))
 
     def forget(self, uuids: set[str]) -> None:
         """Drop the state of GPUs no longer enumerated."""
         self._last = {key: t for key, t in self._last.items() if key[0] in uuids}
+        self._latest = {key: v for key, v in self._latest.items() if key[0] in uuids}
         self._unsupported = {key for key in self._unsupported if key[0] in uuids}

@@ -33,7 +33,7 @@ from tests.fakenvml.build import build
 FAULTS = """
 gpu1.error.nvmlDeviceGetPowerUsage = 0,UNKNOWN@2
 gpu2.delay.nvmlDeviceGetTemperature = 0,0.4@3
-gpu3.error.nvmlDeviceGetUtilizationRates = 0,0,GPU_IS_LOST@5
+gpu3.error.nvmlDeviceGetSamples = 0,0,GPU_IS_LOST@5
 gpu0.error.nvmlDeviceGetClockInfo = 0,NOT_SUPPORTED@7
 """
 SCRAPERS = 16

@@ -651,13 +651,15 @@ device has its own memory.""", "gpumemorynearlyfull", "gpuidlememoryheld"),
         RowSpec("Is the input pipeline starving it?", (
             note("Starving?", """
 A training loop waiting for data shows a **saw-tooth**: bursts of utilization with idle gaps, and
-idle-while-allocated time rising *together with* busy time. Check whether the host side keeps up
+time below 10 % utilization (counted per driver sample, so sub-second stalls show) rising *together
+with* busy time. Check whether the host side keeps up
 (data loaders, storage, network), then the PCIe link: traffic near the link's capacity, or a link
 running below its width (or below its generation while busy), limits every transfer.""",
                  "gpuinputstarvation", "gpupcielinkdegraded"),
-            ts("Utilization saw-tooth", "Sampled utilization with the idle-while-held fraction: alternating "
-               "means the GPU waits for input.", "percentunit", q(g("gpu_utilization_ratio"), GPU + " sampled"),
-               q(f"rate({g('gpu_idle_while_allocated_seconds_total')}[{RI}])", GPU + " idle while held"),
+            ts("Utilization saw-tooth", "Busy fraction with the fraction of time below 10% utilization while "
+               "held (every driver sample on NVML): both high means the GPU waits for input.", "percentunit",
+               q(f"rate({g('gpu_utilization_seconds_total')}[{RI}])", GPU + " busy"),
+               q(f"rate({g('gpu_utilization_low_seconds_total')}[{RI}])", GPU + " below 10% while held"),
                min=0, max=1, width=9),
             ts("PCIe receive against link capacity", "Host-to-GPU traffic as a fraction of the link's current "
                "payload capacity (from generation and width).", "percentunit",

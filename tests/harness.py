@@ -135,10 +135,22 @@ def value(parsed: dict[str, dict[Labels, float]], metric: str, /, **labels: str)
 VOLATILE = re.compile(
     r"^(gpu_exporter_sample_duration_seconds|gpu_exporter_last_sample_timestamp_seconds"
     r"|gpu_exporter_device_read_duration_seconds|gpu_exporter_collector_duration_seconds|gpu_utilization_seconds_total"
-    r"|gpu_idle_while_allocated_seconds_total)(\{[^}]*\})? .*$"
+    r"|gpu_idle_while_allocated_seconds_total|gpu_energy_joules_total"
+    r"|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)(\{[^}]*\})? .*$"
     r"|^(gpu_exporter_build_info\{.*)python_version=\"[^\"]*\"(.*)$",
     re.MULTILINE,
 )
+
+
+#: Energy counters: the fake's is the scenario's ``energy`` plus the integral of ``power.usage`` since
+#: init (exact, as the driver's), so it grows with the time a test takes.
+ENERGY = ("gpu_energy_joules_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+
+
+def energy_in_range(got: float | None, at_init: float, watts: float, seconds: float = 60.0) -> bool:
+    """``got`` (in the unit of ``at_init``, the scenario's ``energy`` scaled) is the counter at init plus
+    at most ``watts`` (in that unit per second) for ``seconds``."""
+    return got is not None and at_init <= got <= at_init + watts * seconds
 
 
 def stable(text: str) -> str:

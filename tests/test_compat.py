@@ -19,7 +19,7 @@ import pytest
 from gpu_exporter.cli import parse_settings
 from gpu_exporter.compat.counters import CountersError, defaults, load, parse
 from gpu_exporter.options import OPTIONS
-from tests.harness import REPO, SCENARIOS, Exporter, free_port, samples, start, value
+from tests.harness import ENERGY, REPO, SCENARIOS, Exporter, energy_in_range, free_port, samples, start, value
 from tests.test_exporter_e2e import scenario_values
 
 FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"
@@ -118,6 +118,9 @@ def test_every_row_nvml_can_supply_appears_with_name_unit_and_labels(fakenvml_di
             # (the parser files a counter's samples under NAME_total)
             sample = name + "_total" if name + "_total" in parsed else name
             got = value(parsed, sample, gpu=str(gpu), UUID=keys[f"gpu{gpu}.uuid"])
+            if name in ENERGY:  # mJ, growing by the integral of power since init
+                assert energy_in_range(got, expected, float(keys[f"gpu{gpu}.power.usage"])), name
+                continue
             assert got == expected, f"{name} gpu{gpu}: {got} != {expected}"
         for labels in _labels_in_order(text, name):
             assert labels == LABEL_ORDER, f"{name}: {labels}"
@@ -791,7 +794,7 @@ def test_nvml_and_dcgm_give_byte_identical_compat_output(fakenvml_dir: Path, tmp
     def dcgm_lines(exposition: str) -> list[str]:
         # families both backends supply (DCGM also has the profiling rows NVML skips; NVML serves 449,
         # NVLINK_BANDWIDTH_TOTAL, which the DCGM backend does not watch: compat_fields' docstring)
-        skipped = ("DCGM_FI_PROF_", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+        skipped = ("DCGM_FI_PROF_", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", *ENERGY)  # energy: grows on the fake
         return [line for line in exposition.splitlines() if "DCGM_" in line and not any(s in line for s in skipped)]
 
     assert dcgm_lines(nvml) == dcgm_lines(dcgm)

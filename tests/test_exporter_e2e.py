@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import SCENARIOS, Exporter, samples, start, value
+from tests.harness import ENERGY, SCENARIOS, Exporter, energy_in_range, samples, start, value
 
 # Scenario key and the exact factor from the NVML unit to the base unit, per required metric.
 EXPECTED: dict[str, tuple[str, Fraction]] = {
@@ -66,6 +66,9 @@ def test_every_required_metric_for_every_gpu_in_base_units(fakenvml_dir: Path, t
         for name, (key, factor) in EXPECTED.items():
             expected = float(Fraction(keys[f"gpu{gpu}.{key}"]) * factor)
             got = value(parsed, name, gpu=str(gpu), uuid=uuid)
+            if name in ENERGY:  # grows by the integral of power since init
+                assert energy_in_range(got, expected, float(Fraction(keys[f"gpu{gpu}.power.usage"]) / 1000)), name
+                continue
             assert got == expected, f"{name} gpu{gpu}: {got} != {expected} ({key} = {keys[f'gpu{gpu}.{key}']})"
         assert value(parsed, "gpu_utilization_seconds_total", gpu=str(gpu), uuid=uuid) is not None
         assert value(parsed, "gpu_up", gpu=str(gpu), uuid=uuid) == 1
@@ -297,4 +300,4 @@ def test_near_static_values_stay_between_their_reads(fakenvml_dir: Path, tmp_pat
     assert value(parsed, "gpu_pcie_link_width_max", gpu="2") == 16
     calls = trace.splitlines()
     assert calls.count("nvmlDeviceGetMaxPcieLinkWidth gpu0") == 1
-    assert calls.count("nvmlDeviceGetUtilizationRates gpu0") > 5  # read every cycle
+    assert calls.count("nvmlDeviceGetMemoryInfo_v2 gpu0") > 5  # read every cycle

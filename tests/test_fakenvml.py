@@ -261,7 +261,6 @@ NUMERIC_CASES: list[tuple[str, str, Any]] = [
     ("power.enforced_limit = 600000", "nvml.nvmlDeviceGetEnforcedPowerLimit(h)", 600000),
     ("power.min_limit = 200000\npower.max_limit = 700000",
      "nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)", [200000, 700000]),
-    ("energy = 123456789012", "nvml.nvmlDeviceGetTotalEnergyConsumption(h)", 123456789012),
     ("clock.sm = 1980", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)", 1980),
     ("clock.memory = 2619", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)", 2619),
     ("clock.graphics = 1975", "nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_GRAPHICS)", 1975),
@@ -869,7 +868,7 @@ def test_unexported_symbol_is_function_not_found(pynvml_run: Pynvml) -> None:
         "gpu0.name = x\n",
         """
         h = nvml.nvmlDeviceGetHandleByIndex(0)
-        emit([err(nvml.nvmlDeviceGetPowerState, h), err(nvml.nvmlDeviceGetSamples, h, 0, 0)])
+        emit([err(nvml.nvmlDeviceGetPowerState, h), err(nvml.nvmlDeviceGetBoardId, h)])
         """,
     )
     assert run.value == ["NVMLError_FunctionNotFound"] * 2
@@ -1055,3 +1054,122 @@ def test_gpm_counters_are_cumulative_across_a_scenario_rewrite(pynvml_run: Pynvm
         ),
     )
     assert r.value == [[50.0], [10.0]]
+
+
+DIPS = ",".join(["70"] * 22 + ["5"] * 3) + "@0.1"  # 5 % for 0.3 s every 2.5 s
+
+
+def test_sample_buffers_hold_the_drivers_samples_since_a_timestamp(pynvml_run: Pynvml) -> None:
+    """nvmlDeviceGetSamples as nvml.h describes it and an H200 on driver 580 answered it: samples newer
+    than lastSeenTimeStamp, oldest first, unsigned int, stamped in wall-clock µs, rings full from the
+    start; the NULL call answers the ring's size plus one whatever the timestamp; a buffer NOT_FOUND when
+    none is newer; utilisation samples are busy percents over their 200 ms; clock buffers empty unless
+    samples.clocks; NOT_SUPPORTED per type (key absent, samples.unsupported, utilisation in MIG mode);
+    module power INVALID_ARGUMENT."""
+    run = pynvml_run(
+        f"""
+        gpu0.utilization.gpu = {DIPS}
+        gpu0.utilization.memory = 40
+        gpu0.power.usage = 300000
+        gpu0.clock.sm = 1980
+        gpu0.clock.memory = 2619
+        gpu0.samples.clocks = 1
+        gpu0.samples.unsupported = memory_clk
+        gpu1.utilization.gpu = 50
+        gpu1.clock.sm = 1000
+        gpu1.mig.mode = 1
+        """,
+        """
+        import ctypes, time
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        wall = time.time() * 1e6
+        first = nvml.nvmlDeviceGetSamples(h0, nvml.NVML_GPU_UTILIZATION_SAMPLES, 0)[1]
+        out = {"first": [len(first), first[-1].timeStamp - wall, first[0].sampleValue.uiVal]}
+        time.sleep(2.7)
+        kind, samples = nvml.nvmlDeviceGetSamples(h0, nvml.NVML_GPU_UTILIZATION_SAMPLES, first[-1].timeStamp)
+        out["kind"] = kind
+        out["util"] = [(s.timeStamp - first[-1].timeStamp, s.sampleValue.uiVal) for s in samples]
+        last = samples[-1].timeStamp
+        out["again"] = err(lambda: nvml.nvmlDeviceGetSamples(h0, nvml.NVML_GPU_UTILIZATION_SAMPLES, last))
+        out["power"] = [(s.timeStamp, s.sampleValue.uiVal) for s in nvml.nvmlDeviceGetSamples(h0, 0, 0)[1]]
+        fn = nvml._nvmlGetFunctionPointer("nvmlDeviceGetSamples")
+        buf, count, vt = (nvml.c_nvmlSample_t * 3)(), ctypes.c_uint(3), nvml._nvmlValueType_t()
+        out["short"] = [fn(h0, 1, ctypes.c_ulonglong(0), ctypes.byref(vt), ctypes.byref(count), buf), count.value,
+                        [buf[i].timeStamp for i in range(count.value)]]
+        count = ctypes.c_uint(0)
+        out["null_past_newest"] = [fn(h0, 1, ctypes.c_ulonglong(last), ctypes.byref(vt), ctypes.byref(count), None),
+                                   count.value]
+        count = ctypes.c_uint(0)
+        out["zero"] = fn(h0, 1, ctypes.c_ulonglong(0), ctypes.byref(vt), ctypes.byref(count), buf)
+        out["types"] = [err(lambda: len(nvml.nvmlDeviceGetSamples(h, t, 0)[1]))
+                        for h in (h0, h1) for t in range(11)]
+        emit(out)
+        """,
+    )
+    out = run.value
+    count, newest_after_wall, oldest_value = out["first"]
+    assert count == 71 and -200000 - 5000 <= newest_after_wall <= 5000  # a full ring, wall-clock µs
+    assert oldest_value == 70  # before init: the value at init
+    assert out["kind"] == 1  # NVML_VALUE_TYPE_UNSIGNED_INT
+    stamps = [t for t, _ in out["util"]]
+    assert stamps[0] == 200000 and len(stamps) >= 12
+    assert all(b - a == 200000 for a, b in zip(stamps, stamps[1:], strict=False))
+    # Each sample is the busy percent over its 200 ms: the mean of the 0.1 s steps it covers (truncated).
+    # (2.2, 2.4] lies in a dip: 5; (2.4, 2.6] half in it: 37.5, truncated; the others 70.
+    values = [v for _, v in out["util"]]
+    assert set(values) == {70, 37, 5}
+    assert out["again"] == "NVMLError_NotFound"
+    power = [t for t, _ in out["power"]]
+    assert len(power) >= 100 and all(b - a == 20000 for a, b in zip(power, power[1:], strict=False))
+    assert {v for _, v in out["power"]} == {300000}
+    assert out["short"][:2] == [0, 3] and out["short"][2] == sorted(out["short"][2])  # the oldest three
+    assert out["null_past_newest"] == [0, 72]  # the ring's size plus one, whatever the timestamp
+    assert out["zero"] == 2  # INVALID_ARGUMENT: a buffer of 0 entries
+    found = out["types"]
+    assert [v is None for v in found[:11]] == [True, True, True, False, False, True] + [False] * 5
+    assert found[3] == found[4] == found[6] == found[8] == found[9] == "NVMLError_NotSupported"
+    assert found[7] == found[10] == "NVMLError_InvalidArgument"  # module power: as an H200 answered
+    # MIG mode: utilisation types not supported (nvml.h's note); clocks without samples.clocks: empty
+    assert found[11 + 1] == "NVMLError_NotSupported" and found[11 + 5] == "NVMLError_NotFound"
+
+
+def test_sample_ring_is_bounded_like_the_drivers(pynvml_run: Pynvml) -> None:
+    """Power samples: 20 ms apart, 119 kept (2.4 s), as an H200 keeps them."""
+    run = pynvml_run(
+        "gpu0.power.usage = 250000\n",
+        """
+        import time
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        time.sleep(3.0)
+        samples = nvml.nvmlDeviceGetSamples(h, nvml.NVML_TOTAL_POWER_SAMPLES, 0)[1]
+        emit([len(samples), samples[-1].timeStamp - samples[0].timeStamp])
+        """,
+    )
+    assert run.value == [119, 118 * 20000]
+
+
+def test_energy_counter_is_the_integral_of_power(pynvml_run: Pynvml) -> None:
+    """nvmlDeviceGetTotalEnergyConsumption: `energy` (mJ) plus the integral of power.usage since init,
+    a cycle step by step; the energy field entries read the same counter."""
+    run = pynvml_run(
+        """
+        gpu0.energy = 1000000
+        gpu0.power.usage = 100000,300000@0.5
+        gpu1.energy = 5
+        """,
+        """
+        import time
+        h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        a = nvml.nvmlDeviceGetTotalEnergyConsumption(h0)
+        time.sleep(2.0)
+        b = nvml.nvmlDeviceGetTotalEnergyConsumption(h0)
+        f = field(h0, nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
+        emit([a, b, f, nvml.nvmlDeviceGetTotalEnergyConsumption(h1)])
+        """,
+    )
+    a, b, f, other = run.value
+    assert 1000000 <= a < 1000000 + 300 * 1000 * 0.5  # little time since init
+    # 2 s of a 0.5 s cycle of 100 W and 300 W: 400 J, give or take one half-period's difference
+    assert 400000 - 100000 <= b - a <= 400000 + 100000
+    assert b <= f <= b + 300 * 50
+    assert other == 5  # no power.usage: the counter stays

@@ -63,7 +63,10 @@ def observed(exporter: Exporter, metric: str, seconds: float = 1.5, **labels: st
 
 def comparable(parsed: Parsed) -> dict[tuple[str, Labels], float]:
     """Samples that must not move when nothing but Xids happen (drops timing and event families)."""
-    moving = ("gpu_exporter_", "gpu_utilization_seconds_total", "gpu_xid_", "gpu_power_watts", "gpu_power_instant")
+    moving = (
+        "gpu_exporter_", "gpu_utilization_seconds_total", "gpu_utilization_low_", "gpu_utilization_high_", "gpu_xid_",
+        "gpu_power_watts", "gpu_power_instant", "gpu_power_peak", "gpu_energy_",
+    )  # fmt: skip
     return {
         (name, labels): v
         for name, series in parsed.items()

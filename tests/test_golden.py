@@ -1,6 +1,7 @@
 """Golden exposition files: the /metrics text of each scenario, byte for byte.
 
-The one filter is :func:`tests.harness.stable` (durations, timestamps, the busy-time counter and
+The one filter is :func:`tests.harness.stable` (durations, timestamps, the busy-time and idle
+counters, the energy counter (the fakes integrate power since init) and
 the Python version become ``<volatile>``). Regenerate after a reviewed change with:
 
     UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_golden.py

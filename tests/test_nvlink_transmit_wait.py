@@ -61,7 +61,7 @@ def test_one_call_per_gpu_and_unsupported_asked_once(fakenvml_dir: Path, tmp_pat
     finally:
         exporter.stop()
     prm = Counter(line.split()[-1] for line in lines if "nvmlDeviceReadPRMCounters_v1" in line)
-    cycles = sum("nvmlDeviceGetUtilizationRates" in line and line.split()[-1] == "gpu0" for line in lines)
+    cycles = sum("nvmlDeviceGetMemoryInfo_v2" in line and line.split()[-1] == "gpu0" for line in lines)
     assert cycles >= 3, lines[-5:]
     assert prm.get("gpu1") == 1, prm  # NOT_SUPPORTED once, then remembered for both its links
     assert prm["gpu0"] == 1, (prm, cycles)  # one call for both links of GPU 0, every 10 cycles

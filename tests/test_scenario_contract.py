@@ -109,6 +109,23 @@ def _normalise(spelled: str) -> str:
     return _relative(re.sub(r"(?<![A-Z])[A-Z](?![A-Z])", "#", key))
 
 
+def documented_values(text: str) -> frozenset[str]:
+    """Words a key takes as its value, from table columns headed ``name in …`` (e.g. the sampling types
+    ``gpuN.samples.unsupported`` lists): a fake spells them, but they are no keys."""
+    values: set[str] = set()
+    column = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if column is None:
+            column = next((i for i, cell in enumerate(cells) if cell.startswith("name in")), -1)
+        elif column >= 0 and not set(cells[0]) <= set("-: "):
+            values.update(re.findall(r"`([^`]+)`", cells[column]))
+    return frozenset(values)
+
+
 def documented_keys(text: str) -> list[DocKey]:
     """Every key of every table with a ``key`` column, expanded."""
     keys: list[DocKey] = []
@@ -389,7 +406,7 @@ def reading(fake: str, literals: list[Literal], keys: list[DocKey]) -> Reading:
     return result
 
 
-def problems(keys: list[DocKey], readings: list[Reading]) -> list[str]:
+def problems(keys: list[DocKey], readings: list[Reading], values: frozenset[str] = frozenset()) -> list[str]:
     found = []
     for r in readings:
         for key in keys:
@@ -405,7 +422,7 @@ def problems(keys: list[DocKey], readings: list[Reading]) -> list[str]:
                     "reads it too: drop the marker, or the read"
                 )
         for lit in r.literals:
-            if lit.pattern not in r.used:
+            if lit.pattern not in r.used and lit.pattern not in values:
                 shown = lit.pattern.replace(HOLE, "%s")
                 found.append(
                     f"the {r.fake} reads key `{shown}` ({lit.where}) that no key of {DOC_NAME} spells: document "
@@ -417,7 +434,8 @@ def problems(keys: list[DocKey], readings: list[Reading]) -> list[str]:
 def _disagreements(doc: str, c: dict[str, str], py: dict[str, str]) -> list[str]:
     keys = documented_keys(doc)
     assert len(keys) > 200, f"the key tables of {DOC_NAME} were not found"
-    return problems(keys, [reading(C_FAKE, c_literals(c), keys), reading(SIMULATOR, py_literals(py), keys)])
+    readings = [reading(C_FAKE, c_literals(c), keys), reading(SIMULATOR, py_literals(py), keys)]
+    return problems(keys, readings, documented_values(doc))
 
 
 def test_scenario_document_and_both_fakes_agree_on_the_keys() -> None:

@@ -146,6 +146,8 @@ void fake_decode_handle(nvmlDevice_t dev, int *gpu, int *mig);
 nvmlReturn_t fake_prologue(struct fake_call *c, const char *sym, int gpu, int mig, unsigned flags);
 nvmlReturn_t fake_system_prologue(const char *sym, const struct fake_scenario **s, double *t);
 nvmlReturn_t fake_entry_fault(struct fake_call *c, const char *sym);
+/* The energy counter (samples.c): `energy` plus the integral of `power.usage` since init, mJ. */
+nvmlReturn_t fake_energy(const struct fake_call *c, unsigned long long *mj);
 /* A field-only value (fields_only.c): true when ``f``'s id is one, with its answer in ``*r``. */
 bool fake_field_only(const struct fake_call *c, nvmlFieldValue_t *f, nvmlReturn_t *r);
 /* An NVLink5 counter, the NVLink ECC total or a C2C field (links.c): true when ``f``'s id is one. */

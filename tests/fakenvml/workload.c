@@ -484,8 +484,12 @@ static nvmlReturn_t field_value(struct fake_call *c, nvmlFieldValue_t *f, bool i
             continue;
         if ((r = fake_entry_fault(c, k_call_fields[i].sym)) != NVML_SUCCESS)
             return r;
-        if (!fake_dev_u64(c, &v, "%s", k_call_fields[i].key))
+        if (strcmp(k_call_fields[i].key, "energy") == 0) {
+            if ((r = fake_energy(c, &v)) != NVML_SUCCESS)
+                return r;
+        } else if (!fake_dev_u64(c, &v, "%s", k_call_fields[i].key)) {
             return NVML_ERROR_NOT_SUPPORTED;
+        }
         if (k_call_fields[i].flag)
             v = v != 0;
         if (k_call_fields[i].uint) {

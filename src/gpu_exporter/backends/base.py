@@ -129,6 +129,10 @@ class RawReading:
     errors: dict[str, int] = field(default_factory=dict)
     collector_errors: dict[str, int] = field(default_factory=dict)
     collector_seconds: dict[str, float] = field(default_factory=dict)
+    #: The driver's own samples taken since the previous read, where the backend has them (NVML's
+    #: ``nvmlDeviceGetSamples``): per entity and row key, (seconds on the driver's clock, raw value),
+    #: oldest first; the row's value in ``raw`` is then the latest of them.
+    samples: dict[Entity, dict[str, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
 
     def failed(self, kind: str, collector: str) -> None:
         """Count one failed vendor call of ``collector`` with error ``kind``."""

@@ -27,19 +27,25 @@ _MILLI = Fraction(1, 1000)
 _MHZ = Fraction(10**6)
 #: Below this utilization a GPU held by a process counts as nearly idle.
 IDLE_UTILIZATION = 0.05
+#: The two ends of the utilization distribution counted per driver sample: below 10 %, at or above 90 %.
+LOW_UTILIZATION = 0.10
+HIGH_UTILIZATION = 0.90
 
 ROWS: tuple[MetricSpec, ...] = (
     # utilization
     _gauge(
         "gpu_utilization_ratio", "ratio",
-        "Fraction of the last sample period during which one or more kernels ran on the GPU", "utilization",
+        "Fraction of the last sample period during which one or more kernels ran on the GPU (on NVML the "
+        "driver's latest sample, nvmlDeviceGetSamples NVML_GPU_UTILIZATION_SAMPLES, where it keeps them)",
+        "utilization",
         NvmlSource("nvmlDeviceGetUtilizationRates", "gpu", _PERCENT), DcgmSource(203, _PERCENT),
         "DCGM_FI_DEV_GPU_UTIL", Fraction(100),
     ),
     _counter(
         "gpu_utilization_seconds_total", "seconds",
-        "Busy time: gpu_utilization_ratio integrated over the time between samples, so rate() gives the true "
-        "average utilization over any window", "utilization",
+        "Busy time: gpu_utilization_ratio integrated over the time between samples (on NVML every driver "
+        "sample of nvmlDeviceGetSamples, several a second), so rate() gives the true average utilization over "
+        "any window", "utilization",
         None, None, derive=Integral("gpu_utilization_ratio"),
     ),
     _gauge(
@@ -52,6 +58,20 @@ ROWS: tuple[MetricSpec, ...] = (
         "an input pipeline that cannot keep up shows as this rising while gpu_utilization_seconds_total also "
         "rises", "utilization",
         None, None, derive=IdleWhileHeld("gpu_utilization_ratio", "gpu_compute_processes", IDLE_UTILIZATION),
+    ),
+    _counter(
+        "gpu_utilization_low_seconds_total", "seconds",
+        "Time the GPU's utilization stayed below 10% while at least one compute process held it, counted per "
+        "driver sample (nvmlDeviceGetSamples NVML_GPU_UTILIZATION_SAMPLES, several a second; elsewhere per "
+        "read): sub-second stalls of a starving input pipeline show here", "utilization",
+        None, None, derive=IdleWhileHeld("gpu_utilization_ratio", "gpu_compute_processes", LOW_UTILIZATION),
+    ),
+    _counter(
+        "gpu_utilization_high_seconds_total", "seconds",
+        "Time the GPU's utilization stayed at or above 90% while at least one compute process held it, counted "
+        "per driver sample (nvmlDeviceGetSamples NVML_GPU_UTILIZATION_SAMPLES; elsewhere per read)",
+        "utilization", None, None,
+        derive=IdleWhileHeld("gpu_utilization_ratio", "gpu_compute_processes", HIGH_UTILIZATION, above=True),
     ),
     _gauge(
         "gpu_memory_copy_utilization_ratio", "ratio",
@@ -152,6 +172,12 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetPowerUsage", "", _MILLI), DcgmSource(155), "DCGM_FI_DEV_POWER_USAGE",
     ),
     _gauge(
+        "gpu_power_peak_watts", "watts",
+        "Highest board power among the driver's power samples (nvmlDeviceGetSamples NVML_TOTAL_POWER_SAMPLES, "
+        "every ~20 ms) since the previous read: the spikes a 1 s average hides", "power",
+        NvmlSource("nvmlDeviceGetSamples", "total_power_max", _MILLI), None,
+    ),
+    _gauge(
         "gpu_power_instant_watts", "watts", "Instantaneous power draw of the whole board (not averaged)", "power",
         NvmlSource("nvmlDeviceGetFieldValues", "power_instant", _MILLI), DcgmSource(157),
         "DCGM_FI_DEV_POWER_USAGE_INSTANT",
@@ -191,6 +217,13 @@ ROWS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_sm_clock_hertz", "hertz", "Current SM clock", "clocks",
         NvmlSource("nvmlDeviceGetClockInfo", "sm", _MHZ), DcgmSource(100, _MHZ), "DCGM_FI_DEV_SM_CLOCK", 1 / _MHZ,
+    ),
+    _gauge(
+        "gpu_sm_clock_busy_min_hertz", "hertz",
+        "Lowest SM clock among the driver's clock samples (nvmlDeviceGetSamples NVML_PROCESSOR_CLK_SAMPLES) "
+        "since the previous read taken while the GPU's utilization sample was at least 10%: a clock that "
+        "sags under load", "clocks",
+        NvmlSource("nvmlDeviceGetSamples", "processor_clk_busy_min", _MHZ), None,
     ),
     _gauge(
         "gpu_memory_clock_hertz", "hertz", "Current memory clock", "clocks",

@@ -117,7 +117,8 @@ class DcgmSource:
 @dataclass(frozen=True)
 class Integral:
     """A counter that integrates the gauge ``of`` (a catalogue key) over the time between samples:
-    busy seconds from a utilization ratio."""
+    busy seconds from a utilization ratio. Where the backend hands over the driver's own samples of
+    ``of`` (NVML's sample buffer), every driver sample is integrated instead of the reads."""
 
     of: str
 
@@ -131,12 +132,16 @@ class Integral:
 
 @dataclass(frozen=True)
 class IdleWhileHeld:
-    """A counter of the time ``utilization`` stayed below ``below`` while ``holders`` (a count of
-    processes) was at least one; absent where ``holders`` cannot be read."""
+    """A counter of the time ``utilization`` stayed below ``below`` (at or above it, when ``above``)
+    while ``holders`` (a count of processes) was at least one; absent where ``holders`` cannot be read.
+    Where the backend hands over the driver's own samples of ``utilization`` (NVML's sample buffer),
+    each sample counts for the time since the previous one; otherwise each read for the time since
+    the previous read."""
 
     utilization: str
     holders: str
     below: float
+    above: bool = False
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ class Converted:
     values: dict[Entity, dict[str, float]] = field(default_factory=dict)
     raw: dict[Entity, dict[str, float]] = field(default_factory=dict)
     invalid: dict[str, int] = field(default_factory=dict)
+    samples: dict[Entity, dict[str, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
 
 
 #: Per backend, per row key: (metric name, plausible minimum and bound (the largest float where the row has
@@ -85,9 +86,21 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: 
             out.raw[entity] = (
                 kept if len(kept) == len(values) else {key: raw for key, raw in kept.items() if key in values}
             )
+    for entity, series in reading.samples.items():
+        out.samples[entity] = {key: _samples(backend, key, samples) for key, samples in series.items()}
     for entity, key, what in reading.unsupported:
         memo.unsupported(entity.uid, key, what, group(entity))
     return out
+
+
+def _samples(backend: str, key: str, samples: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:
+    """Driver samples of one row in base units; implausible ones dropped (the row's value counts them)."""
+    row = _row(backend, key)
+    if row is None:
+        return ()
+    _name, minimum, bound, numerator, denominator, _special = row
+    scaled = ((t, raw * numerator / denominator) for t, raw in samples if raw not in SENTINELS)
+    return tuple((t, v) for t, v in scaled if not v < minimum and (bound is None or v <= bound))
 
 
 def group(entity: Entity) -> str:

@@ -9,6 +9,13 @@ the time its GPU ran nothing or nearly nothing, and a :class:`~gpu_exporter.cata
 is its value while the entity exists. The time is capped at
 the stale limit, so an entity unreachable for minutes is not credited with guessed time. An
 entity's integrators restart when it is lost (a counter reset, which ``rate()`` handles).
+
+Where a read carries the driver's own samples of the integrated utilization (NVML's sample buffer,
+several a second), an Integral or IdleWhileHeld credits each sample for the time since the previous
+sample (at most :data:`SAMPLE_GAP_SECONDS`) instead of the read for the time since the previous read,
+so sub-second dips count as long as they lasted. A read that brings no new sample (reads may come
+faster than samples) adds nothing; a read whose backend has no samples at all falls back to the
+read's value, and the sample after it starts afresh (no time is credited twice).
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from dataclasses import dataclass
 from gpu_exporter.catalogue import WINDOWED_FAMILIES, Constant, IdleWhileAllocated, IdleWhileHeld, Integral, MetricSpec
 from gpu_exporter.model import Entity
 
+#: The most time one driver sample stands for: a longer gap means the buffer ran dry or overflowed.
+SAMPLE_GAP_SECONDS = 1.0
+Samples = tuple[tuple[float, float], ...]
+
 #: How long clock-event samples are remembered for windowed counts (seconds).
 WINDOW_MEMORY_SECONDS = 3600.0
 
@@ -28,6 +39,7 @@ WINDOW_MEMORY_SECONDS = 3600.0
 class _Accumulator:
     total: float | None = None
     at: float | None = None  # finished_at of the last read folded in
+    sample_at: float | None = None  # the driver's time of the last sample folded in
 
 
 class Integrators:
@@ -39,8 +51,11 @@ class Integrators:
         self._state: dict[tuple[str, str], _Accumulator] = {}
         self._allocations: dict[str, float] = {}  # pod or job uid → when it was last folded in
 
-    def fold(self, entity: Entity, values: Mapping[str, float], at: float) -> None:
-        """Fold the values of one new read of ``entity`` that finished at monotonic time ``at``."""
+    def fold(
+        self, entity: Entity, values: Mapping[str, float], at: float, samples: Mapping[str, Samples] | None = None
+    ) -> None:
+        """Fold the values of one new read of ``entity`` that finished at monotonic time ``at``, with
+        the driver's samples of rows since the previous read where the backend has them."""
         if entity.kind in ("pod", "job"):
             self._allocations[entity.uid] = at
         for spec in self._rows:
@@ -48,6 +63,11 @@ class Integrators:
                 continue
             acc = self._state.setdefault((entity.uid, spec.key), _Accumulator())
             derive = spec.derive
+            series = samples.get(derive.inputs[0]) if samples and derive is not None and derive.inputs else None
+            if series is not None and isinstance(derive, Integral | IdleWhileHeld):
+                self._sampled(acc, derive, series, values, at)
+                continue
+            acc.sample_at = None
             if isinstance(derive, Integral):
                 self._integrate(acc, values.get(derive.of), at)
             elif isinstance(derive, IdleWhileHeld):
@@ -60,6 +80,34 @@ class Integrators:
     def _elapsed(self, acc: _Accumulator, at: float) -> float:
         assert acc.at is not None
         return max(0.0, min(at - acc.at, self._cap))
+
+    @staticmethod
+    def _sampled(
+        acc: _Accumulator, rule: Integral | IdleWhileHeld, series: Samples, values: Mapping[str, float], at: float
+    ) -> None:
+        """Credit each driver sample for the time since the previous one: its value (Integral), or the
+        whole time when it lies on the counted side of the threshold with a holder present."""
+        newest = max(acc.sample_at or series[-1][0], series[-1][0]) if series else acc.sample_at
+        held = 1.0
+        if isinstance(rule, IdleWhileHeld):
+            holders = values.get(rule.holders)
+            if holders is None:
+                acc.total, acc.at, acc.sample_at = None, at, newest
+                return
+            held = 1.0 if holders >= 1 else 0.0
+        if acc.at is None or acc.total is None:
+            acc.total = 0.0  # the first read: a baseline (older samples came before the exporter)
+        else:
+            previous = acc.sample_at
+            for t, value in series:
+                if previous is not None and t > previous:
+                    span = min(t - previous, SAMPLE_GAP_SECONDS)
+                    if isinstance(rule, Integral):
+                        acc.total += value * span
+                    elif (value >= rule.below) == rule.above:
+                        acc.total += span * held
+                previous = t if previous is None else max(previous, t)
+        acc.at, acc.sample_at = at, newest
 
     def _integrate(self, acc: _Accumulator, value: float | None, at: float) -> None:
         if value is None:
@@ -80,7 +128,8 @@ class Integrators:
         elif holders is None:
             pass  # the holders could not be read this time: no time counted, the total kept (never backwards)
         else:
-            idle = self._elapsed(acc, at) if utilization < rule.below and holders >= 1 else 0.0
+            counted = (utilization >= rule.below) == rule.above
+            idle = self._elapsed(acc, at) if counted and holders >= 1 else 0.0
             acc.total = (acc.total or 0.0) + idle
         acc.at = at
 

@@ -357,7 +357,7 @@ class Sampler:
             inputs = values
             if entity.kind in ("pod", "job"):  # an allocation is idle by its GPU's values
                 inputs = by_uid.get(dict(entity.info).get("parent", ""), {})
-            self._integrators.fold(entity, inputs, result.finished_at)
+            self._integrators.fold(entity, inputs, result.finished_at, converted.samples.get(entity))
             if entity.kind == "gpu":
                 self._windows.note(entity.uid, values, self._wall())
         return converted

@@ -19,6 +19,7 @@ from gpu_exporter.simulate import (  # noqa: F401
     platform,
     prm,
     reliability,
+    samples,
     sensors,
     system,
     vgpu_license,

@@ -17,6 +17,7 @@ from gpu_exporter.simulate.call import Call, device
 from gpu_exporter.simulate.device import ABSURD_TEMPERATURE
 from gpu_exporter.simulate.fields_only import DBL, only_value
 from gpu_exporter.simulate.link_fields import link_value
+from gpu_exporter.simulate.samples import energy_mj
 
 UINT, ULL = 1, 3  # NVML_VALUE_TYPE_UNSIGNED_INT, _UNSIGNED_LONG_LONG
 
@@ -127,7 +128,8 @@ def _value(c: Call, entry: Any, is_absurd: bool) -> tuple[int, int, float]:
     if field_id in CALL_FIELDS:
         key, symbol, flag, uint = CALL_FIELDS[field_id]
         code = c.entry_fault(symbol)
-        value = c.u64(key) if code == errors.SUCCESS else None
+        read = energy_mj if key == "energy" else lambda call: call.u64(key)  # energy: samples.py
+        value = read(c) if code == errors.SUCCESS else None
         if code != errors.SUCCESS or value is None:
             return code or errors.NOT_SUPPORTED, ULL, 0
         value = int(value != 0) if flag else value

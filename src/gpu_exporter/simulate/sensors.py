@@ -1,5 +1,5 @@
-"""Per-device entry points for thermals, fans, power and energy, clocks, performance state, modes,
-clock-event reasons and violation times: °C, percent, mW, mJ, MHz and ns as NVML gives them."""
+"""Per-device entry points for thermals, fans, power, clocks, performance state, modes,
+clock-event reasons and violation times: °C, percent, mW, MHz and ns as NVML gives them."""
 
 from __future__ import annotations
 
@@ -117,11 +117,6 @@ def power_enforced(c: Call, out: Any) -> int:
 @device("nvmlDeviceGetPowerManagementLimitConstraints")
 def power_constraints(c: Call, low: Any, high: Any) -> int:
     return c.out_pair(low, "power.min_limit", high, "power.max_limit")
-
-
-@device("nvmlDeviceGetTotalEnergyConsumption")
-def energy(c: Call, out: Any) -> int:
-    return c.out(out, "energy")
 
 
 _CLOCKS = {0: "graphics", 1: "sm", 2: "memory", 3: "video"}

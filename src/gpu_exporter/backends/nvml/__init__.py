@@ -44,6 +44,8 @@ from gpu_exporter.backends.nvml.readers import (
     Handle,
     Raw,
 )
+from gpu_exporter.backends.nvml.samples import BUFFERED, REDUCED, SampleBuffers, Samples, reduce
+from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
@@ -135,6 +137,7 @@ class NvmlBackend:
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
         self._gpm = GpmSampler()
+        self._buffers = SampleBuffers()
         self._no_gpm_logged: set[str] = set()
         self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
@@ -181,6 +184,7 @@ class NvmlBackend:
             devices = with_p2p(devices, handles) if self._compat_identity else devices
         devices = with_cc_mode(devices) if self._compat_identity else devices
         self._handles, self._mig_handles = handles, mig_handles
+        self._buffers.forget(set(handles))
         self._by_index = {device.index: device for device in devices}
         # GPM sample buffers of GPUs and GPU instances gone from this enumeration are freed.
         self._gpm.retain(
@@ -208,6 +212,7 @@ class NvmlBackend:
         asks = request.asks
         # The rows asked of each entity (the unsupported memo consulted once per pair and read).
         gpu_asked = [row for row in gpu_rows if asks(gpu.uid, row.key)]
+        gpu_asked = self._from_buffers(reading, gpu, device, handle, gpu_asked)
         links = []
         for link in device.nvlinks if link_rows else ():
             entity = model.nvlink(device.index, device.uuid, link)
@@ -256,6 +261,73 @@ class NvmlBackend:
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
+
+    def _from_buffers(
+        self, reading: RawReading, gpu: Entity, device: DeviceIdentity, handle: Handle, rows: list[Row]
+    ) -> list[Row]:
+        """Rows the driver keeps samples of, read from its buffers (each type once per read): the samples
+        since the last seen go to ``reading.samples`` and the latest is the row's value; the
+        ``nvmlDeviceGetSamples`` rows are reduced from them (peak power, SM clock while busy). Returns
+        the rows left for point reads: those of a type without a buffer (remembered, logged once) or
+        whose call failed this time. A read that finds no new sample keeps the newest one seen as the
+        value and hands over no samples (nothing to integrate: reads may come faster than samples)."""
+        fetched: dict[int, Samples | None] = {}
+
+        def fetch(kind: int, row: Row) -> Samples | None:
+            """The type's samples of this read; None where the driver keeps none (remembered)."""
+            if kind not in fetched:
+                fetched[kind] = None
+                if self._buffers.supported(device.uuid, kind):
+                    started = time.perf_counter()
+                    fetched[kind] = self._fetch(gpu, device, handle, kind, row)
+                    reading.spent(row.spec.collector, time.perf_counter() - started)
+            return fetched[kind]
+
+        left = []
+        out = reading.raw.setdefault(gpu, {})
+        for row in rows:
+            if row.source.call == SAMPLES_CALL:
+                kinds = REDUCED.get(row.source.selector, ())
+                series = [fetch(kind, row) for kind in kinds]
+                if not kinds or not all(self._buffers.supported(device.uuid, kind) for kind in kinds):
+                    reading.unsupported.append((gpu, row.key, f"{SAMPLES_CALL} keeps no samples of that type"))
+                    continue
+                if any(samples is None for samples in series):
+                    continue  # a call failed this time
+                value = reduce(row.source.selector, tuple(samples or [] for samples in series))
+                if value is not None:
+                    out[row.key] = value
+                continue
+            kind = BUFFERED.get((row.source.call, row.source.selector))
+            samples = None if kind is None else fetch(kind, row)
+            latest = None if kind is None or samples is None else self._buffers.latest(device.uuid, kind)
+            if samples is None or latest is None:
+                left.append(row)
+                continue
+            out[row.key] = latest
+            reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
+        return left
+
+    def _fetch(self, gpu: Entity, device: DeviceIdentity, handle: Handle, kind: int, row: Row) -> Samples | None:
+        """One ``nvmlDeviceGetSamples``: the new samples ([] when none is new), or None when the driver
+        keeps no buffer of ``kind`` (remembered) or the call failed this time. Raises DeviceLost."""
+        try:
+            samples = self._buffers.read(device.uuid, handle, kind)
+            why = "its buffer is empty"
+        except pynvml.NVMLError_GpuIsLost as err:
+            raise DeviceLost(f"{gpu.uid}: {err}") from err
+        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
+            samples, why = None, str(err)
+        except pynvml.NVMLError as err:
+            log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
+            return None
+        if samples is None:
+            self._buffers.unsupported(device.uuid, kind)
+            log.info(
+                "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
+                device.index, device.name, kind, why, row.spec.name,
+            )  # fmt: skip
+        return samples
 
     def _gpm_reader(
         self,

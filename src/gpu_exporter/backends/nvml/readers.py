@@ -114,6 +114,8 @@ _RETIREMENT_CAUSES = {
     "double_bit": pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
 }
 _PSTATE_UNKNOWN = 32
+#: Values reduced from the driver's sample buffers by the backend (samples.py's REDUCED).
+_SAMPLE_REDUCTIONS = ("total_power_max", "processor_clk_busy_min")
 
 # NVML error codes → the ``kind`` label of gpu_exporter_sample_errors_total.
 ERROR_KINDS: dict[int, str] = {
@@ -370,6 +372,7 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetGpuFabricInfoV": ("state", "clique_id", "health_mask", "health_summary"),
     }
     gpm = frozenset((_GPM_CALL, selector) for selector in GPM_SELECTORS)  # one sample per entity (gpm.py)
+    gpm |= {("nvmlDeviceGetSamples", selector) for selector in _SAMPLE_REDUCTIONS}  # from the buffers (samples.py)
     return gpm | frozenset(
         (call, selector) for call in (*STRUCT_READERS, *ARG_READERS) for selector in selectors.get(call, ("",))
     )

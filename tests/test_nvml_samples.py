@@ -1,0 +1,147 @@
+"""The driver's sample buffers on the NVML backend, out of process on the C fake and the simulator:
+a GPU whose utilisation dips to 5 % for 0.3 s every 2.5 s while a process holds it shows those dips
+in gpu_utilization_low_seconds_total although a 1 s point poller would miss most of them. The driver
+reports the busy percent of each 200 ms (as an H200 does), so one sample per dip lies wholly in it:
+0.08 of the time is counted below 10 % (the neighbouring samples, half in the dip, read 37 %).
+gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622, not the 0.70
+most points show); a GPU whose driver keeps no utilisation buffer falls back to the point read, as
+does a clock whose buffer is empty (as an H200's are), each asked once; the utilisation point call is
+not made where the buffer answers. The power peak is the highest 20 ms power sample; the SM clock
+minimum counts only samples taken while busy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Exporter, samples, start, value
+
+DIP = ["70"] * 22 + ["5"] * 3  # 0.1 s steps: 5 % for 0.3 s every 2.5 s
+SCENARIO = f"""
+gpu0.name = NVIDIA H100 80GB HBM3
+gpu0.memory.total = 85520809984
+gpu0.memory.used = 42949672960
+gpu0.utilization.gpu = {",".join(DIP)}@0.1
+gpu0.utilization.memory = 40
+gpu0.clock.sm = 1980,1410@0.6
+gpu0.samples.clocks = 1
+gpu0.power.usage = 400000,400000,400000,650000@0.1
+gpu0.clock.memory = 2619
+gpu0.process.0.pid = 4242
+gpu0.process.0.used_memory = 40000000000
+gpu1.name = Tesla K80
+gpu1.utilization.gpu = 95
+gpu1.utilization.memory = 20
+gpu1.samples.unsupported = gpu_utilization
+gpu1.clock.sm = 823
+gpu1.process.0.pid = 4243
+gpu2.name = NVIDIA H100 80GB HBM3
+gpu2.utilization.gpu = 5
+gpu2.clock.sm = 1005
+gpu2.samples.clocks = 1
+gpu2.process.0.pid = 4244
+"""
+WINDOW = 15.0  # six dips
+
+
+def _start(backend: str, fakenvml_dir: Path, tmp_path: Path) -> Exporter:
+    scenario = tmp_path / "dips.scn"
+    scenario.write_text(SCENARIO)
+    if backend == "fake":
+        return start(fakenvml_dir, scenario, tmp_path, trace=True)
+    return start(None, None, tmp_path, "--simulate", str(scenario), env={"LD_LIBRARY_PATH": ""})
+
+
+def _scrape(exporter: Exporter) -> tuple[float, dict[str, float | None]]:
+    parsed = samples(exporter.metrics())
+    at = value(parsed, "gpu_exporter_last_sample_timestamp_seconds")
+    assert at is not None
+    names = ("gpu_utilization_low_seconds_total", "gpu_utilization_high_seconds_total",
+             "gpu_utilization_seconds_total", "gpu_utilization_ratio", "gpu_power_peak_watts",
+             "gpu_sm_clock_busy_min_hertz", "gpu_sm_clock_hertz")  # fmt: skip
+    return at, {f"{name}:{gpu}": value(parsed, name, gpu=gpu) for name in names for gpu in "012"}
+
+
+def point_poller_catches(phase: float, seconds: float = 60.0) -> float:
+    """The share of the scenario's dips that a poller reading once a second (at ``phase``) sees."""
+    dips = [(2.5 * n + 2.2, 2.5 * n + 2.5) for n in range(int(seconds / 2.5))]
+    reads = [phase + k for k in range(int(seconds) + 1)]
+    return sum(any(a <= t < b for t in reads) for a, b in dips) / len(dips)
+
+
+def test_a_one_second_point_poller_misses_most_dips() -> None:
+    """The premise: a 1 s poller sees 30 % of 0.3 s dips every 2.5 s on average over its phase, and
+    at most half of them at its luckiest phase (and none at the unluckiest)."""
+    caught = [point_poller_catches(phase / 100) for phase in range(100)]
+    assert sum(caught) / len(caught) <= 0.3 + 1e-9 and max(caught) <= 0.5 and min(caught) == 0.0
+
+
+@pytest.mark.parametrize("backend", ["fake", "simulate"])
+def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
+    exporter = _start(backend, fakenvml_dir, tmp_path)
+    try:
+        time.sleep(2.5)
+        first_at, first = _scrape(exporter)
+        time.sleep(WINDOW)
+        last_at, last = _scrape(exporter)
+        log = exporter.log()
+    finally:
+        exporter.stop()
+    elapsed = last_at - first_at
+    assert elapsed > WINDOW - 1.5
+
+    def rate(key: str) -> float:
+        before, after = first[key], last[key]
+        assert before is not None and after is not None, key
+        return (after - before) / elapsed
+
+    # One 200 ms driver sample lies wholly in each 0.3 s dip: 0.08 of the time below 10 %, while held.
+    assert 0.06 <= rate("gpu_utilization_low_seconds_total:0") <= 0.10
+    assert rate("gpu_utilization_high_seconds_total:0") == 0.0
+    # Busy time integrates every sample: (22 x 0.70 + 3 x 0.05) / 25 = 0.622, not the 0.70 of most points.
+    assert 0.60 <= rate("gpu_utilization_seconds_total:0") <= 0.645
+    assert last["gpu_utilization_ratio:0"] in (0.7, 0.37, 0.05)  # the latest sample
+    # GPU 1 keeps no utilisation buffer: the point read, every read, by the old rule.
+    assert last["gpu_utilization_ratio:1"] == 0.95
+    assert 0.9 <= rate("gpu_utilization_high_seconds_total:1") <= 1.05
+    assert rate("gpu_utilization_low_seconds_total:1") == 0.0
+    assert 0.85 <= rate("gpu_utilization_seconds_total:1") <= 1.0
+    assert "GPU 1 (Tesla K80): the driver keeps no samples of type 1" in log
+    # Peak power: a 650 W step of 0.1 s in every 0.4 s. The SM clock drops to 1410 MHz for 0.6 s in every
+    # 1.2 s while busy; gpu2's 1005 MHz comes only while it idles at 5 %, so it has no busy minimum.
+    assert first["gpu_power_peak_watts:0"] == last["gpu_power_peak_watts:0"] == 650.0
+    assert first["gpu_sm_clock_busy_min_hertz:0"] == last["gpu_sm_clock_busy_min_hertz:0"] == 1410e6
+    assert last["gpu_sm_clock_hertz:0"] in (1980e6, 1410e6)  # the latest sample
+    assert last["gpu_sm_clock_hertz:2"] == 1005e6 and last["gpu_sm_clock_busy_min_hertz:2"] is None
+    assert rate("gpu_utilization_low_seconds_total:2") > 0.95
+    # gpu1: no power key, no buffers of utilisation (listed) or clocks (empty): point reads.
+    assert last["gpu_power_peak_watts:1"] is None and last["gpu_sm_clock_busy_min_hertz:1"] is None
+    assert last["gpu_sm_clock_hertz:1"] == 823e6
+    assert "GPU 1 (Tesla K80): the driver keeps no samples of type 5 (its buffer is empty)" in log
+    if backend == "fake":
+        assert exporter.trace_path is not None
+        trace = exporter.trace_path.read_text().splitlines()
+        reads = trace.count("nvmlDeviceGetComputeRunningProcesses_v3 gpu0")
+        assert reads >= WINDOW
+        # gpu0's utilisation and clocks come from the buffers: at most the first read (no sample
+        # yet) used the point calls; one nvmlDeviceGetSamples per buffered type per read (4), plus
+        # one NOT_SUPPORTED answer each for the encoder and decoder (remembered), and the power buffer (5).
+        assert trace.count("nvmlDeviceGetUtilizationRates gpu0") == 0  # the rings are full from the start
+        assert trace.count("nvmlDeviceGetClockInfo gpu0") <= 1  # the video clock (absent here), once
+        assert 5 * reads <= trace.count("nvmlDeviceGetSamples gpu0") <= 5 * reads + 2 + 5
+        # gpu1: the memory utilisation buffer every read; the others asked once (clock: empty, utilisation:
+        # not supported, encoder, decoder, power, memory clock: no key)
+        assert reads <= trace.count("nvmlDeviceGetSamples gpu1") <= reads + 6 + 6
+        # gpu1: the utilisation type answered NOT_SUPPORTED once, then the point call every read.
+        assert trace.count("nvmlDeviceGetUtilizationRates gpu1") >= reads - 1
+
+
+def test_reductions_are_readable() -> None:
+    """The catalogue's nvmlDeviceGetSamples selectors are the backend's reductions (readers.py lists them
+    for the catalogue check, samples.py computes them)."""
+    from gpu_exporter.backends.nvml.readers import supported_calls
+    from gpu_exporter.backends.nvml.samples import CALL, REDUCED
+
+    assert {selector for call, selector in supported_calls() if call == CALL} == set(REDUCED)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS, DETAILS, Detail
 from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 
@@ -46,6 +46,7 @@ class Settings:
     log_format: str = "text"
     ready_without_gpus: bool = False
     metric_names: str = "native"
+    metrics_detail: Detail = "lean"
     collectors_file: str = ""
     hostname_label: str = "Hostname"
     kubernetes: bool = False
@@ -301,6 +302,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),
            "Names, units and labels: native, or dcgm-exporter's DCGM_FI_* (default native; dcgm-exporter "
            "when --collectors is given).", "SCHEME"),
+    Option("--metrics.detail", "metrics_detail", ("metrics", "detail"), _choice(*DETAILS),
+           "How much the native exposition says: lean (default) leaves out near-static settings, values "
+           "derivable from others, rarely-set clock event reasons and the Xid codes not seen yet (the shipped "
+           "alerts, recording rules and dashboards need none of them); full adds them all (docs/metrics.md "
+           "marks which). dcgm-exporter names ignore it. The status page and snapshot show everything either way.",
+           "LEVEL"),
     Option("--collectors", "collectors_file", ("collectors-file",), str,
            "dcgm-exporter counters CSV choosing the DCGM_FI_* fields to export (default: dcgm-exporter's "
            "default list).", "FILE", aliases=("-f",), env_aliases=("DCGM_EXPORTER_COLLECTORS",)),

@@ -87,6 +87,10 @@ def g(metric: str, extra: str = "") -> str:
     return f"{metric}{{{G}{', ' + extra if extra else ''}}}"
 
 
+#: Xid counts by code, as the panels select them.
+XID = g("gpu_xid_errors_total")
+
+
 def n(metric: str, extra: str = "") -> str:
     """``metric{N}`` with more matchers."""
     return f"{metric}{{{N}{', ' + extra if extra else ''}}}"
@@ -207,8 +211,9 @@ FLEET = DashboardSpec(
                   "first: the GPUs about to throttle.", "celsius",
                   f"bottomk(10, {g('gpu_temperature_slowdown_threshold_celsius')} - {g('gpu_temperature_celsius')})",
                   width=6),
-            table("Most throttled GPUs", "Fraction of the time range each GPU's clocks were held down by power, "
-                  "thermal, board or reliability limits (low-utilization and sync-boost time left out).",
+            table("Most throttled GPUs", "Fraction of the time range each GPU's clocks were held down by power "
+                  "or thermal limits (board and reliability limits too with --metrics.detail=full; low-utilization "
+                  "and sync-boost time left out).",
                   "percentunit",
                   f"topk(10, sum by (job, instance, gpu) "
                   f"(rate({g('gpu_clock_throttle_seconds_total', LIMITING)}[$__range])))",
@@ -219,7 +224,7 @@ FLEET = DashboardSpec(
         )),
         RowSpec("Errors and events", (
             stat("Xid errors", "Xid errors reported by the driver in the time range, all codes. Runbook: "
-                 "gpuxiderror.", "none", f"sum(increase({g('gpu_xid_errors_total')}[$__range])) or vector(0)",
+                 "gpuxiderror.", "none", f"sum(increase({g('gpu_xid_errors_all_codes_total')}[$__range])) or vector(0)",
                  thresholds=((1, "red"),), width=6),
             stat("Uncorrected ECC errors", "Uncorrectable ECC errors (volatile counter) in the time range. "
                  "Runbook: gpuuncorrectableeccerror.", "none",
@@ -236,8 +241,10 @@ FLEET = DashboardSpec(
                  "none", f"count({g('gpu_pcie_link_width')} < {g('gpu_pcie_link_width_max')}) or vector(0)",
                  thresholds=((1, "orange"),), width=6),
             table("Xid errors by GPU and code", "Xid errors in the time range per GPU and code, only where "
-                  "some happened. The code's meaning is in the gpuxiderror runbook.", "none",
-                  f"sum by (instance, gpu, xid) (increase({g('gpu_xid_errors_total')}[$__range])) > 0"),
+                  "some happened (a code's series appears with its first Xid: then its count). The code's "
+                  "meaning is in the gpuxiderror runbook.", "none",
+                  f"sum by (instance, gpu, xid) (increase({XID}[$__range]) > 0 or ({XID} > 0 unless {XID} offset "
+                  "$__range))"),
             ts("ECC errors", "ECC errors per GPU: events delivered by the driver and the volatile counters, per "
                "interval.", "none",
                Query(f"sum by (instance, gpu, type) (increase({g('gpu_ecc_error_events_total')}[{RI}]))",
@@ -276,18 +283,16 @@ NODE = DashboardSpec(
             ts("Framebuffer memory", "Memory allocated on each whole GPU, against what is installed (dashed).",
                "bytes", q(g("gpu_memory_used_bytes", 'gpu_instance=""')),
                limit(g("gpu_memory_total_bytes", 'gpu_instance=""'), "installed"), min=0),
-            ts("Reserved and BAR1", "Memory reserved by driver and firmware, and the BAR1 aperture in use "
-               "against its size (dashed).", "bytes", q(g("gpu_memory_reserved_bytes"), GPU + " reserved"),
-               q(g("gpu_bar1_memory_used_bytes"), GPU + " BAR1 used"),
-               limit(g("gpu_bar1_memory_total_bytes"), "BAR1"), min=0),
+            ts("Reserved memory", "Memory reserved by driver and firmware (installed minus used minus reserved "
+               "is what can still be allocated). The BAR1 aperture needs --metrics.detail=full.", "bytes",
+               q(g("gpu_memory_reserved_bytes"), GPU + " reserved"), min=0),
         )),
         RowSpec("Thermals", (
             ts("Core temperature", "GPU core temperature against its own maximum operating temperature and "
-               "slowdown and shutdown thresholds (dashed). Runbooks: gputemperaturehigh, gputhermalthrottling.",
+               "slowdown threshold (dashed). Runbooks: gputemperaturehigh, gputhermalthrottling.",
                "celsius",
                q(g("gpu_temperature_celsius")), limit(g("gpu_temperature_max_operating_celsius"), "max operating"),
-               limit(g("gpu_temperature_slowdown_threshold_celsius"), "slowdown"),
-               limit(g("gpu_temperature_shutdown_threshold_celsius"), "shutdown"), width=8),
+               limit(g("gpu_temperature_slowdown_threshold_celsius"), "slowdown"), width=8),
             ts("Memory temperature", "HBM temperature against its maximum operating temperature (dashed), where "
                "the GPU reports it. Runbook: gpumemorytemperaturehigh.", "celsius",
                q(g("gpu_memory_temperature_celsius")),
@@ -308,8 +313,8 @@ NODE = DashboardSpec(
             ts("SM clock", "SM clock against the GPU's maximum (dashed): a busy GPU below its peers is a "
                "straggler. Runbook: gpuclockstraggler.", "hertz", q(g("gpu_sm_clock_hertz")),
                limit(g("gpu_sm_clock_max_hertz"), "max"), min=0, width=8),
-            ts("Memory clock", "Memory clock against its maximum (dashed).", "hertz", q(g("gpu_memory_clock_hertz")),
-               limit(g("gpu_memory_clock_max_hertz"), "max"), min=0, width=8),
+            ts("Memory clock", "Memory clock (its maximum needs --metrics.detail=full).", "hertz",
+               q(g("gpu_memory_clock_hertz")), min=0, width=8),
             ts("Performance state", "P-state, 0 (fastest) to 15 (slowest).", "none",
                q(g("gpu_performance_state")), min=0, max=15, width=8),
             timeline("Clock events", "Which reasons hold the clocks below their target, per GPU (idle is left "

@@ -13,6 +13,7 @@ from gpu_exporter.catalogue import (
     DEFAULT_OFF,
     EVENT_METRICS,
     FAMILIES,
+    FULL,
     IDENTITY_METRICS,
     MIG_LABELS,
     SELF_METRICS,
@@ -79,7 +80,21 @@ def _spec_row(family: tuple[MetricSpec, ...]) -> str:
     )
     reason = "a near-static value" if spec.every == STATIC else "an expensive call"
     cadence = f" Read every {spec.every} s ({reason})." if spec.every > 1 else ""
-    return f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence} |"
+    return (
+        f"| `{spec.name}` | {spec.kind} | {spec.unit or '—'} | {labels} | {spec.collector} | {spec.help}{cadence}"
+        f"{_detail(family)} |"
+    )
+
+
+def _detail(family: tuple[MetricSpec, ...]) -> str:
+    """Which of a family's series only ``--metrics.detail=full`` renders."""
+    full = [row for row in family if row.detail == FULL]
+    if not full:
+        return ""
+    if len(full) == len(family):
+        return " **Full detail only** (`--metrics.detail=full`)."
+    values = " · ".join(", ".join(f"{label}={value}" for label, value in row.variant) for row in full)
+    return f" Full detail only (`--metrics.detail=full`): {values}."
 
 
 def metric_table() -> str:

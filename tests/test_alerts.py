@@ -28,7 +28,17 @@ import httpx
 import pytest
 import yaml
 
-from gpu_exporter.catalogue import DEVICE_LABELS, FAMILIES, FIXED, LINK_LABEL, MIG_LABELS, SWITCH_METRICS, XID_CODES
+from gpu_exporter.catalogue import (
+    DEVICE_LABELS,
+    FAMILIES,
+    FIXED,
+    LINK_LABEL,
+    MIG_LABELS,
+    SWITCH_METRICS,
+    XID_CODES,
+    Detail,
+    detailed,
+)
 from tests.harness import REPO, free_port, start
 
 ALERTS = REPO / "alerts"
@@ -138,7 +148,7 @@ _COMMENT = re.compile(r"#[^\n]*")
 _MATCHERS = re.compile(r"\{[^}]*\}")
 _RANGE = re.compile(r"\[[^\]]*\]")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-_IDENTIFIER = re.compile(r"(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(?!\s*\()")
+_IDENTIFIER = re.compile(r"(?<![\w.:$])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(?!\s*\()")
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
              "group_right", "inf", "nan", "start", "end"}  # fmt: skip
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
@@ -159,7 +169,7 @@ def metric_names(expr: str) -> set[str]:
 def test_metric_name_extraction() -> None:
     expr = """
         max without (xid) (increase(gpu_xid_errors_total{xid="79"}[10m]) > 0)  # threshold: x_y
-        or gpu_up == 0 unless on (instance) gpu_info offset 10m
+        or gpu_up == 0 unless on (instance) gpu_info offset 10m or gpu_up offset $__range
         and 1e9 * quantile by (instance, name) (0.5, instance:gpu_power_watts:sum) > bool 3
         or absent(up{job="gpu-exporter"}) or timestamp(a_b) - a_b > 3 * c + 30
     """
@@ -167,11 +177,15 @@ def test_metric_name_extraction() -> None:
                                   "up", "a_b", "c"}  # fmt: skip
 
 
-def catalogue_labels() -> dict[str, dict[str, set[str] | None]]:
-    """For every exported metric: each label it may carry → its allowed values (None: any value)."""
+def catalogue_labels(detail: Detail = "full") -> dict[str, dict[str, set[str] | None]]:
+    """For every metric exported at ``detail`` (``--metrics.detail``): each label it may carry → its
+    allowed values (None: any value)."""
     known: dict[str, dict[str, set[str] | None]] = {}
     switch_families = {spec.name: tuple(s for s in SWITCH_METRICS if s.name == spec.name) for spec in SWITCH_METRICS}
-    for name, specs in {**FAMILIES, **switch_families}.items():
+    for name, every in {**FAMILIES, **switch_families}.items():
+        specs = detailed(every, detail)
+        if not specs:
+            continue
         owner = ("nvswitch",) if any(spec.nvswitch for spec in specs) else DEVICE_LABELS
         labels: dict[str, set[str] | None] = dict.fromkeys((*TARGET_LABELS, *owner))
         if any(spec.mig for spec in specs):
@@ -219,6 +233,25 @@ def test_every_label_matcher_names_a_real_label_and_value() -> None:
                     continue
                 assert set(value.split("|")) <= allowed, f"{metric}{{{body}}}: allowed {sorted(allowed)}"
     assert checked > 20
+
+
+def test_the_rules_need_nothing_the_lean_default_leaves_out() -> None:
+    """Every metric the alert and recording rules select, and every label value they ask for, is in the
+    default (lean) exposition: no rule needs --metrics.detail=full."""
+    lean = catalogue_labels("lean")
+    recorded = {rule["record"] for _, rule in rules(RECORDING_RULES)}
+    used = set().union(*map(metric_names, all_expressions()))
+    assert used - set(lean) - recorded == set(), "metrics the rules use that the lean default leaves out"
+    checked = 0
+    for expr in all_expressions():
+        for metric, body in _SELECTOR.findall(_COMMENT.sub("", expr)):
+            for label, op, value in _MATCHER.findall(body):
+                allowed = lean.get(metric, {}).get(label)
+                if allowed is None or op in ("!=", "!~") or value == "":
+                    continue
+                checked += 1
+                assert set(value.split("|")) <= allowed, f"{metric}{{{body}}}: the lean default has {sorted(allowed)}"
+    assert checked >= 5  # the clock event reasons, ECC types, ...
 
 
 def test_alerts_drop_a_severity_label_of_their_series() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from gpu_exporter.catalogue import PRECREATED_XIDS, XID_CODES
 from gpu_exporter.compat.xid import XID_TEXTS, xid_text
-from tests.harness import REPO, SCENARIOS, samples, start
+from tests.harness import REPO, SCENARIOS, samples, start, value
 
 FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"
 # code → (a phrase of our own description, its severity, dcgm-exporter's err_msg)
@@ -50,16 +50,17 @@ def _last_codes(compat: bool, status: dict[str, Any], parsed: dict[Any, Any]) ->
     return {gpu["index"]: (gpu["xid"] or {}).get("last") for gpu in status["gpus"]}
 
 
-@pytest.mark.parametrize("compat", [True, False], ids=["dcgm-exporter", "native"])
+@pytest.mark.parametrize("mode", ["dcgm-exporter", "native", "native-full"])
 @pytest.mark.parametrize("codes", [(8, 13, 31, 48), (79, 94, 95)], ids=["8-48", "79-95"])
-def test_xid_texts_out_of_process(fakenvml_dir: Path, tmp_path: Path, codes: tuple[int, ...], compat: bool) -> None:
+def test_xid_texts_out_of_process(fakenvml_dir: Path, tmp_path: Path, codes: tuple[int, ...], mode: str) -> None:
     """Each GPU's last Xid: in dcgm-exporter mode err_msg is dcgm-exporter's text; natively the
-    status API describes it from the shared table and the counters are the pre-created subset plus
-    the codes seen."""
+    status API describes it from the shared table, the counters are the codes seen (with
+    --metrics.detail=full also the pre-created subset) and the all-codes total is 1."""
+    compat = mode == "dcgm-exporter"
     scenario = tmp_path / "xids.scn"
     events = "".join(f"gpu{gpu}.xid = {code}@0.3\n" for gpu, code in enumerate(codes))
     scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + events)
-    args = ("-f", str(FIXTURE)) if compat else ()
+    args = {"dcgm-exporter": ("-f", str(FIXTURE)), "native": (), "native-full": ("--metrics.detail", "full")}[mode]
     exporter = start(fakenvml_dir, scenario, tmp_path, *args, "-c", "200")
     expected = dict(enumerate(codes))
     try:
@@ -84,7 +85,9 @@ def test_xid_texts_out_of_process(fakenvml_dir: Path, tmp_path: Path, codes: tup
             xid = status["gpus"][gpu]["xid"]
             assert (xid["last"], xid["description"]) == (code, XID_CODES[code].description), gpu
             seen = {dict(labels)["xid"] for labels in parsed["gpu_xid_errors_total"] if dict(labels)["gpu"] == str(gpu)}
-            assert seen == {str(c) for c in {*PRECREATED_XIDS, code}}, gpu
+            precreated = PRECREATED_XIDS if mode == "native-full" else ()
+            assert seen == {str(c) for c in {*precreated, code}}, gpu
+            assert value(parsed, "gpu_xid_errors_all_codes_total", gpu=str(gpu)) == 1, gpu
 
 
 def test_xid_count_window_forgets_old_xids(fakenvml_dir: Path, tmp_path: Path) -> None:

@@ -48,6 +48,17 @@ def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
     assert "pcie" in parse_settings([], {**env, "GPU_EXPORTER_COLLECTOR_PCIE": "true"}).collectors
 
 
+def test_metrics_detail_from_flag_env_and_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("metrics: {detail: full}\n")
+    assert parse_settings([], {}).metrics_detail == "lean"
+    assert parse_settings(["--metrics.detail", "full"], {}).metrics_detail == "full"
+    assert parse_settings([], {"GPU_EXPORTER_METRICS_DETAIL": "full"}).metrics_detail == "full"
+    assert parse_settings([], {"GPU_EXPORTER_CONFIG_FILE": str(config)}).metrics_detail == "full"
+    with pytest.raises(ConfigError, match="--metrics.detail='all' is not allowed: use one of lean, full"):
+        parse_settings(["--metrics.detail", "all"], {})
+
+
 def test_no_collector_flag() -> None:
     settings = parse_settings(["--no-collector.power", "--web.listen-address", "[::1]:9500"], {})
     assert "power" not in settings.collectors

@@ -29,7 +29,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
-from gpu_exporter.catalogue import FAMILIES, SWITCH_METRICS
+from gpu_exporter.catalogue import FAMILIES, SWITCH_METRICS, Detail
 from gpu_exporter.options import OPTIONS
 from tests.harness import REPO, SCENARIOS, Exporter, free_port, start
 from tests.test_alerts import _MATCHER, _SELECTOR, catalogue_labels, metric_names
@@ -54,7 +54,6 @@ LIMITS = {
     "gpu_memory_temperature_celsius": "gpu_memory_temperature_max_operating_celsius",
     "gpu_power_watts": "gpu_power_limit_watts",
     "gpu_sm_clock_hertz": "gpu_sm_clock_max_hertz",
-    "gpu_memory_clock_hertz": "gpu_memory_clock_max_hertz",
     "gpu_nvswitch_temperature_celsius": "gpu_nvswitch_temperature_slowdown_threshold_celsius",
 }
 EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
@@ -239,10 +238,13 @@ def test_every_panel_has_a_description_and_a_unit() -> None:
             assert panel.data["targets"], panel.name
 
 
-def known_labels() -> dict[str, dict[str, set[str] | None]]:
-    """The catalogue's labels per metric, with those a process or an allocation entity adds."""
-    known = catalogue_labels()
+def known_labels(detail: Detail = "full") -> dict[str, dict[str, set[str] | None]]:
+    """The catalogue's labels per metric exported at ``detail``, with those a process or an allocation
+    entity adds."""
+    known = catalogue_labels(detail)
     for name, specs in FAMILIES.items():
+        if name not in known:
+            continue
         for kind, labels in ENTITY_LABELS.items():
             if any(kind in spec.entities for spec in specs):
                 known[name].update(dict.fromkeys((*MIG_LABELS, *labels, *ENTITY_LABELS["job"])))
@@ -270,6 +272,26 @@ def test_every_metric_and_label_is_in_the_catalogue() -> None:
     # the Workloads dashboard covers the attribution series
     assert {"gpu_process_memory_used_bytes", "gpu_process_sm_utilization_ratio", "gpu_allocation_info",
             "gpu_allocation_idle_seconds_total"} <= used  # fmt: skip
+
+
+def test_no_panel_needs_what_the_lean_default_leaves_out() -> None:
+    """Every metric a panel selects is in the default (lean) exposition, and so is the label value of
+    every = matcher and at least one alternative of every =~ matcher: every panel answers without
+    --metrics.detail=full (a regex may also name values only full detail has, e.g. more throttle causes)."""
+    lean = known_labels("lean")
+    for name in PROMETHEUS_SERIES - {"up"}:
+        lean[name] = {"job": None, "instance": None}
+    for panel in all_panels():
+        for expr in panel.exprs:
+            missing = metric_names(expr) - set(lean)
+            assert missing == set(), f"{panel.name}: not in the lean default: {missing}"
+            for metric, body in _SELECTOR.findall(expr):
+                for label, op, value in _MATCHER.findall(body):
+                    allowed = lean[metric].get(label)
+                    if allowed is None or op in ("!=", "!~") or value == "" or value.startswith("$"):
+                        continue
+                    values = set(value.split("|"))
+                    assert (values <= allowed) if op == "=" else bool(values & allowed), f"{panel.name}: {expr}"
 
 
 def test_pod_resources_panels_are_in_their_own_rows_and_say_so() -> None:
@@ -521,7 +543,7 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
         written.write_text(json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]))
         os.replace(written, targets)
         _wait(port, 'count(up{job="gpu-exporter"} == 1) == 2', log_path)
-        _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 0', log_path)
+        _wait(port, 'gpu_xid_errors_all_codes_total{gpu="3"} == 0', log_path)
         _wait(port, 'gpu_allocation_info{hpc_job="hpc-9"}', log_path)
         _wait(port, 'gpu_sm_active_ratio{gpu="0"}', log_path)
         if POD_RESOURCES:

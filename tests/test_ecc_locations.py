@@ -47,7 +47,8 @@ def _scenario(tmp_path: Path) -> Path:
 
 def test_native_series_by_location_and_availability(fakenvml_dir: Path, tmp_path: Path) -> None:
     exporter = start(
-        fakenvml_dir, _scenario(tmp_path), tmp_path, "--collect-interval", "1s", trace=True, wait_for="/readyz"
+        fakenvml_dir, _scenario(tmp_path), tmp_path, "--collect-interval", "1s", "--metrics.detail=full", trace=True,
+        wait_for="/readyz",
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None
@@ -106,7 +107,7 @@ def test_inforom_checksum_and_validity(fakenvml_dir: Path, tmp_path: Path) -> No
     )
     scenario = tmp_path / "inforom.scn"
     scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu1.error.nvmlDeviceValidateInforom = UNKNOWN\n")
-    native = start(fakenvml_dir, scenario, tmp_path, wait_for="/readyz")
+    native = start(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", wait_for="/readyz")
     try:
         parsed = samples(native.metrics())
     finally:

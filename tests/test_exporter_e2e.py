@@ -56,7 +56,7 @@ def scenario_values(path: Path) -> dict[str, str]:
 def test_every_required_metric_for_every_gpu_in_base_units(fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = SCENARIOS / "h100x4.scn"
     keys = scenario_values(scenario)
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h", "--metrics.detail=full")
     try:
         parsed = samples(exporter.metrics())
     finally:
@@ -125,7 +125,7 @@ def test_a_gpu_past_its_thermal_limit_has_a_negative_margin(fakenvml_dir: Path, 
     text = (SCENARIOS / "h100x4.scn").read_text() + "gpu1.temperature.margin = -4\n"
     scenario = tmp_path / "hot.scn"
     scenario.write_text(text)
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h", "--metrics.detail=full")
     try:
         parsed = samples(exporter.metrics())
     finally:

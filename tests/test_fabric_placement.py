@@ -25,7 +25,9 @@ DCGM_FI_DEV_PLATFORM_MODULE_ID, gauge, Module.
 
 
 def test_native_fabric_gauges(fakenvml_dir: Path, tmp_path: Path) -> None:
-    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h")
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", "--metrics.detail=full"
+    )  # fmt: skip
     try:
         parsed = samples(exporter.metrics())
     finally:
@@ -67,7 +69,9 @@ def test_dcgm_fields_of_fabric_and_placement(fakenvml_dir: Path, tmp_path: Path)
 def test_auto_boost_setting(fakenvml_dir: Path, tmp_path: Path) -> None:
     csv = tmp_path / "boost.csv"
     csv.write_text("DCGM_FI_DEV_AUTOBOOST, gauge, Auto boost.\n")
-    exporter = start(fakenvml_dir, SCENARIOS / "old_gpu.scn", tmp_path, "--collect-interval", "1h")
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "old_gpu.scn", tmp_path, "--collect-interval", "1h", "--metrics.detail=full"
+    )  # fmt: skip
     compat = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), "--collect-interval", "1h")
     try:
         native, dcgm = samples(exporter.metrics()), samples(compat.metrics())

@@ -81,9 +81,11 @@ def test_xid_counters_count_every_event_with_the_right_labels(fakenvml_dir: Path
     try:
         before = samples(exporter.metrics())
         uuid0 = next(dict(labels)["uuid"] for labels in before["gpu_up"] if dict(labels)["gpu"] == "0")
-        # The first Xid after start is an increase from 0, not a new series.
-        assert value(before, "gpu_xid_errors_total", gpu="0", xid="79") == 0
-        assert value(before, "gpu_xid_errors_total", gpu="1", xid="13") == 0
+        # The first Xid after start is an increase of the all-codes total from 0; a code's series
+        # appears with its first Xid (the lean default pre-creates none).
+        assert value(before, "gpu_xid_errors_all_codes_total", gpu="0") == 0
+        assert value(before, "gpu_xid_errors_all_codes_total", gpu="1") == 0
+        assert "gpu_xid_errors_total" not in before
         after = wait_for(
             exporter,
             lambda p: (
@@ -97,12 +99,12 @@ def test_xid_counters_count_every_event_with_the_right_labels(fakenvml_dir: Path
         exporter.stop()
     assert value(final, "gpu_xid_errors_total", gpu="0", uuid=uuid0, xid="79") == 1
     assert value(final, "gpu_xid_errors_total", gpu="1", xid="13") == 2
-    others = {
-        labels: v
-        for labels, v in final["gpu_xid_errors_total"].items()
-        if (dict(labels)["gpu"], dict(labels)["xid"]) not in {("0", "79"), ("1", "13")}
+    assert {(dict(labels)["gpu"], dict(labels)["xid"]) for labels in final["gpu_xid_errors_total"]} == {
+        ("0", "79"),
+        ("1", "13"),
     }
-    assert others and set(others.values()) == {0.0}
+    totals = {dict(labels)["gpu"]: v for labels, v in final["gpu_xid_errors_all_codes_total"].items()}
+    assert totals == {"0": 1, "1": 2, "2": 0, "3": 0}
     assert value(final, "gpu_xid_last_timestamp_seconds", gpu="0") is not None
     assert value(final, "gpu_xid_last_timestamp_seconds", gpu="2") is None
     assert comparable(before) == comparable(after) == comparable(final)  # nothing else changes
@@ -118,10 +120,10 @@ def test_lost_gpu_goes_down_alone_and_comes_back(fakenvml_dir: Path, tmp_path: P
         lost = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
         assert value(lost, "gpu_power_watts", gpu="2") is None  # GPU 2's metrics vanish...
         assert value(lost, "gpu_exporter_device_down", gpu="2", reason="lost") == 1
-        kept = ("gpu_exporter_", "gpu_up", "gpu_info", "gpu_xid_errors_total", "gpu_ecc_error_events_total")
+        kept = ("gpu_exporter_", "gpu_up", "gpu_info", "gpu_xid_errors_", "gpu_ecc_error_events_total")
         assert not [labels for name, series in lost.items() if not name.startswith(kept)
                     for labels in series if dict(labels).get("gpu") == "2"]  # fmt: skip
-        assert value(lost, "gpu_xid_errors_total", gpu="2", xid="79") == 0  # event counters stay, pre-created
+        assert value(lost, "gpu_xid_errors_all_codes_total", gpu="2") == 0  # event counters stay, pre-created
         for gpu in ("0", "1", "3"):  # ...while the others keep reporting
             assert value(lost, "gpu_up", gpu=gpu) == 1
             assert value(lost, "gpu_temperature_celsius", gpu=gpu) is not None
@@ -221,7 +223,9 @@ def test_absurd_values_are_dropped_and_counted(fakenvml_dir: Path, tmp_path: Pat
 
 
 def test_throttle_reasons_and_violation_counters(fakenvml_dir: Path, tmp_path: Path) -> None:
-    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h")
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", "--metrics.detail=full"
+    )  # fmt: skip
     try:
         parsed = samples(exporter.metrics())
     finally:

@@ -26,7 +26,9 @@ DCGM_FI_DEV_PWR_SMOOTHING_HW_CIRCUITRY_PERCENT_LIFETIME_REMAINING, gauge, Lifeti
 
 
 def test_native_values_and_absence(fakenvml_dir: Path, tmp_path: Path) -> None:
-    exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h")
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "1h", "--metrics.detail=full"
+    )  # fmt: skip
     try:
         parsed = samples(exporter.metrics())
     finally:

@@ -25,6 +25,7 @@ COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
 #: golden name → (scenario, extra flags)
 CASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "h100x4": ("h100x4", ()),
+    "h100x4-full": ("h100x4", ("--metrics.detail", "full")),
     "old_gpu": ("old_gpu", ()),
     "mig": ("mig", ()),
     "h100x4-nvlink": ("h100x4", ("--collector.nvlink",)),

@@ -28,7 +28,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "exposition": _SAMPLED,
     "status": _SAMPLED,
     "compat": (*_SAMPLED, "exposition"),
-    "options": (),
+    "options": ("catalogue",),
     "config": ("catalogue", "options"),
     "http": ("config",),
     "assemble": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "config"),

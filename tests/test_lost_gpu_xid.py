@@ -16,6 +16,7 @@ from tests.test_faults import rewrite, wait_for
 
 FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"
 XID = 'gpu_xid_errors_total{gpu="2",xid="79"}'
+TOTAL = 'gpu_xid_errors_all_codes_total{gpu="2"}'
 
 
 def test_lost_gpus_xid_79_is_stored_by_a_15s_prometheus(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -25,7 +26,7 @@ def test_lost_gpus_xid_79_is_stored_by_a_15s_prometheus(fakenvml_dir: Path, tmp_
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s")
     try:
         with prometheus(tmp_path, exporter.port, "15s") as server:
-            server.wait(XID, lambda result: len(result) == 1, timeout=30)  # first scrape: 0, pre-created
+            server.wait(TOTAL, lambda result: len(result) == 1, timeout=30)  # first scrape: 0, pre-created
             due = time.monotonic() - started + 1.0  # in the fake's seconds: at most 1 s from now
             extra = f"gpu2.xid = 79@{due:.1f}\ngpu2.lost_after = {due + 0.5:.1f}\n"
             rewrite(scenario, scenario.read_text() + extra)
@@ -33,9 +34,10 @@ def test_lost_gpus_xid_79_is_stored_by_a_15s_prometheus(fakenvml_dir: Path, tmp_
             assert value(lost, "gpu_xid_errors_total", gpu="2", xid="79") == 1  # kept while lost
             assert value(lost, "gpu_power_watts", gpu="2") is None  # its measured values go
             server.wait('gpu_up{gpu="2"} == 0', lambda result: len(result) == 1, timeout=30)  # a scrape after the loss
-            increase = server.query(f"increase({XID}[1m])")
+            increase = server.query(f"increase({TOTAL}[1m])")
             assert increase and float(increase[0]["value"][1]) > 0, increase  # type: ignore[index]
-            alert = server.query(f"max without (xid) (increase({XID}[10m]) > 0)")  # the shipped rule's expression
+            # the shipped rules' arm for a code whose series is new while the GPU's total was 0 in the window
+            alert = server.query(f"{XID} > 0 and on (job, instance, gpu, uuid) min_over_time({TOTAL}[10m]) == 0")
             assert len(alert) == 1, alert
     finally:
         exporter.stop()

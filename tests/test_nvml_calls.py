@@ -82,7 +82,8 @@ def test_unknown_field_falls_back_and_unsupported_spoils_nothing(fakenvml_dir: P
         + "gpu3.fields.unknown = 185\ngpu2.error.nvmlDeviceGetTotalEccErrors = NOT_SUPPORTED\n"
     )
     exporter = start(
-        fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s", trace=True, wait_for="/readyz"
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s", "--metrics.detail=full", trace=True,
+        wait_for="/readyz",
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None

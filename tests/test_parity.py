@@ -101,7 +101,8 @@ def test_shared_metrics_have_the_same_exposition(
     path = tmp_path / scenario
     path.write_text(text)
     flags = [f"--collector.{name}" for name in extra]
-    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h", *flags)
+    full = ("--metrics.detail", "full")  # every row, as the in-process DCGM sampler renders
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h", *full, *flags)
     try:
         nvml = comparable(exporter.metrics())
     finally:
@@ -129,7 +130,8 @@ def test_each_dcgm_release_serves_what_it_knows_equal_to_nvml(fakenvml_dir: Path
     text = whole_mib((SCENARIOS / "h100x4.scn").read_text())
     path = tmp_path / "h100x4.scn"
     path.write_text(text)
-    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h")
+    full = ("--metrics.detail", "full")  # every row, as the in-process DCGM sampler renders
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collect-interval", "1h", *full)
     try:
         nvml = comparable(exporter.metrics())
     finally:

@@ -22,7 +22,9 @@ def _rss(pid: int) -> int:
 
 
 def test_clients_that_never_read_share_the_response(fakenvml_dir: Path, tmp_path: Path) -> None:
-    exporter = start(fakenvml_dir, write(tmp_path, Size(64)), tmp_path, "--collect-interval", "1h")
+    # full detail: a response of more than 512 KiB (the lean default's is about 380 KiB at 64 GPUs)
+    scenario = write(tmp_path, Size(64))
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h", "--metrics.detail=full")
     opened: list[socket.socket] = []
     try:
         size = len(exporter.get("/metrics", headers={"Accept-Encoding": "identity"}).content)

@@ -47,7 +47,7 @@ def test_native_and_default_counters_values(
     csv = tmp_path / "default-counters.csv"  # the default list's row, as dcgm-exporter ships it
     csv.write_text("".join(f"{row.field}, {row.type}, {row.help}\n" for row in defaults() if "VGPU" in row.field))
     args = ("--collect-interval", "1h")
-    native = _start(backend, fakenvml_dir, scenario, tmp_path, *args)
+    native = _start(backend, fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", *args)
     compat = _start(backend, fakenvml_dir, scenario, tmp_path, "-f", str(csv), *args)
     try:
         parsed, exposition = samples(native.metrics()), compat.metrics()
@@ -68,7 +68,10 @@ def test_asked_on_a_slow_cadence_and_never_again_when_unsupported(fakenvml_dir: 
     scenario.write_text(
         (SCENARIOS / "h100x4.scn").read_text() + "gpu1.error.nvmlDeviceGetGridLicensableFeatures_v4 = NOT_SUPPORTED\n"
     )
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s", trace=True, wait_for="/readyz")
+    exporter = start(
+        fakenvml_dir, scenario, tmp_path, "--collect-interval", "1s", "--metrics.detail=full", trace=True,
+        wait_for="/readyz",
+    )  # fmt: skip
     try:
         time.sleep(3.5)
         assert exporter.trace_path is not None

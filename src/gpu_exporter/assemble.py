@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from gpu_exporter.attribution.join import Attributor, attributor_for, known_gpus
 from gpu_exporter.backends.base import Backend
-from gpu_exporter.catalogue import MetricSpec, enabled_specs
+from gpu_exporter.catalogue import FULL, Detail, MetricSpec, enabled_specs
 from gpu_exporter.compat.plan import CompatPlan
 from gpu_exporter.compat.render import compat_renderer
 from gpu_exporter.config import Settings
@@ -22,11 +22,11 @@ from gpu_exporter.sampling.sampler import REDISCOVER_SECONDS, Sampler
 from gpu_exporter.sampling.snapshot import Renderer
 
 
-def rendering(specs: Sequence[MetricSpec], compat: CompatPlan | None) -> tuple[Renderer, Memory]:
-    """The renderer for ``compat`` (dcgm-exporter's names) or, without one, gpu-exporter's own, and
-    what it needs remembered."""
+def rendering(specs: Sequence[MetricSpec], compat: CompatPlan | None, detail: Detail = FULL) -> tuple[Renderer, Memory]:
+    """The renderer for ``compat`` (dcgm-exporter's names) or, without one, gpu-exporter's own at
+    ``detail`` (``--metrics.detail``), and what it needs remembered."""
     if compat is None:
-        return native_renderer(specs), NATIVE
+        return native_renderer(specs, detail), NATIVE
     return compat_renderer(compat), compat.memory
 
 
@@ -45,7 +45,7 @@ def sampler_for(
     specs = enabled_specs(collectors)
     holder: list[Sampler] = []
     attributor = attributor_for(settings, lambda: known_gpus(holder[0].snapshot.devices))
-    renderer, memory = rendering(specs, compat)
+    renderer, memory = rendering(specs, compat, settings.metrics_detail)
     sampler = Sampler(
         backend, specs, settings.collect_interval if interval is None else interval, reason,
         renderer=renderer, attribution=attributor, memory=memory, watch_events="xid" in collectors,

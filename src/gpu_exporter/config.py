@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS, Detail
 from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 from gpu_exporter.options import OPTIONS, _boolean
@@ -40,6 +40,7 @@ class Settings:
     log_format: str = "text"
     ready_without_gpus: bool = False
     metric_names: str = "native"
+    metrics_detail: Detail = "lean"
     collectors_file: str = ""
     hostname_label: str = "Hostname"
     kubernetes: bool = False

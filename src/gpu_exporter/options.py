@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_exporter.catalogue import DETAILS
+
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MIN_INTERVAL = 0.1
@@ -234,6 +236,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),
            "Names, units and labels: native, or dcgm-exporter's DCGM_FI_* (default native; dcgm-exporter "
            "when --collectors is given).", "SCHEME"),
+    Option("--metrics.detail", "metrics_detail", ("metrics", "detail"), _choice(*DETAILS),
+           "How much the native exposition says: lean (default) leaves out near-static settings, values "
+           "derivable from others, rarely-set clock event reasons and the Xid codes not seen yet (the shipped "
+           "alerts, recording rules and dashboards need none of them); full adds them all (docs/metrics.md "
+           "marks which). dcgm-exporter names ignore it. The status page and snapshot show everything either way.",
+           "LEVEL"),
     Option("--collectors", "collectors_file", ("collectors-file",), str,
            "dcgm-exporter counters CSV choosing the DCGM_FI_* fields to export (default: dcgm-exporter's "
            "default list).", "FILE", aliases=("-f",), env_aliases=("DCGM_EXPORTER_COLLECTORS",)),

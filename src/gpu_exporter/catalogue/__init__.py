@@ -14,6 +14,8 @@ a row records the one it maps to (``compat_name``), and the full field table is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpu_exporter.catalogue import (
     allocations,
     devices,
@@ -36,6 +38,8 @@ from gpu_exporter.catalogue.fixed import (
     SWITCH_FIXED_METRICS,
 )
 from gpu_exporter.catalogue.spec import (
+    DETAILS,
+    FULL,
     KIB,
     MIB,
     ONE,
@@ -44,6 +48,7 @@ from gpu_exporter.catalogue.spec import (
     Constant,
     DcgmSource,
     Derivation,
+    Detail,
     EntityKind,
     FixedMetric,
     IdleWhileAllocated,
@@ -106,19 +111,25 @@ def enabled_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
     return tuple(spec for spec in ALL_METRICS if spec.collector in collectors)
 
 
+def detailed(specs: Sequence[MetricSpec], detail: Detail) -> tuple[MetricSpec, ...]:
+    """The rows of ``specs`` the exposition renders at ``detail``: all of them at ``full``, the lean
+    ones otherwise."""
+    return tuple(specs) if detail == FULL else tuple(spec for spec in specs if spec.detail != FULL)
+
+
 def enabled_switch_specs(collectors: frozenset[str]) -> tuple[MetricSpec, ...]:
     """The NVSwitch rows whose collector is enabled, in table order."""
     return tuple(spec for spec in SWITCH_METRICS if spec.collector in collectors)
 
 
 __all__ = [
-    "ALL_METRICS", "BY_KEY", "CLOCK_EVENT_REASONS", "COLLECTORS", "DEFAULT_COLLECTORS", "DEFAULT_OFF",
-    "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB", "LINK_LABEL",
-    "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
+    "ALL_METRICS", "BY_KEY", "CLOCK_EVENT_REASONS", "COLLECTORS", "DEFAULT_COLLECTORS", "DEFAULT_OFF", "DETAILS",
+    "FULL", "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "IDENTITY_METRICS", "INFO_LABELS", "KIB",
+    "LINK_LABEL", "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
     "NVSWITCH_PORT_ERRORS", "ONE", "PRECREATED_XIDS", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS",
     "SWITCH_METRICS", "PRECREATED_ERROR_KINDS", "PRECREATED_INVALID",
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
-    "DcgmSource", "Derivation", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld", "Integral",
-    "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "enabled_specs", "enabled_switch_specs",
-    "key_of", "scaled",
+    "DcgmSource", "Derivation", "Detail", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld",
+    "Integral", "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "detailed", "enabled_specs",
+    "enabled_switch_specs", "key_of", "scaled",
 ]  # fmt: skip

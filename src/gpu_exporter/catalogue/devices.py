@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from gpu_exporter.catalogue.spec import (
+    FULL,
     GPU_AND_MIG,
     KIB,
     MIB,
@@ -104,6 +105,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_memory_free_bytes", "bytes", "Framebuffer memory available for allocation", "memory",
         NvmlSource("nvmlDeviceGetMemoryInfo", "free"), DcgmSource(251, MIB), "DCGM_FI_DEV_FB_FREE", 1 / MIB,
         entities=GPU_AND_MIG,
+        detail=FULL,
     ),
     _gauge(
         "gpu_memory_reserved_bytes", "bytes", "Framebuffer memory reserved by the driver and firmware", "memory",
@@ -114,14 +116,17 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_bar1_memory_total_bytes", "bytes", "BAR1 aperture size", "memory",
         NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "total"), DcgmSource(90, MIB), "DCGM_FI_DEV_BAR1_TOTAL", 1 / MIB,
         every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_bar1_memory_used_bytes", "bytes", "BAR1 aperture in use", "memory",
         NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "used"), DcgmSource(92, MIB), "DCGM_FI_DEV_BAR1_USED", 1 / MIB,
+        detail=FULL,
     ),
     _gauge(
         "gpu_bar1_memory_free_bytes", "bytes", "BAR1 aperture not in use", "memory",
         NvmlSource("nvmlDeviceGetBAR1MemoryInfo", "free"), DcgmSource(93, MIB), "DCGM_FI_DEV_BAR1_FREE", 1 / MIB,
+        detail=FULL,
     ),
     # temperature and cooling
     _gauge(
@@ -138,6 +143,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "Core temperature headroom: degrees below the GPU's thermal limit (negative past it)", "temperature",
         NvmlSource("nvmlDeviceGetMarginTemperature"), DcgmSource(153), "DCGM_FI_DEV_GPU_TEMP_LIMIT", every=5,
         minimum=-273.0,
+        detail=FULL,
     ),
     _gauge(
         "gpu_temperature_slowdown_threshold_celsius", "celsius",
@@ -150,6 +156,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "Core temperature at which the GPU shuts down to protect itself", "temperature",
         NvmlSource("nvmlDeviceGetTemperatureThreshold", "shutdown"), DcgmSource(159), "DCGM_FI_DEV_SHUTDOWN_TEMP",
         every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_temperature_max_operating_celsius", "celsius", "Maximum operating core temperature", "temperature",
@@ -181,6 +188,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_power_instant_watts", "watts", "Instantaneous power draw of the whole board (not averaged)", "power",
         NvmlSource("nvmlDeviceGetFieldValues", "power_instant", _MILLI), DcgmSource(157),
         "DCGM_FI_DEV_POWER_USAGE_INSTANT",
+        detail=FULL,
     ),
     _gauge(
         "gpu_power_limit_watts", "watts", "Power limit the driver enforces, after all limiters", "power",
@@ -197,16 +205,19 @@ ROWS: tuple[MetricSpec, ...] = (
         "Power management limit requested for the board (by an administrator, else the default)", "power",
         NvmlSource("nvmlDeviceGetPowerManagementLimit", "", _MILLI), DcgmSource(160), "DCGM_FI_DEV_POWER_MGMT_LIMIT",
         every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_power_min_limit_watts", "watts", "Lowest power management limit the board accepts", "power",
         NvmlSource("nvmlDeviceGetPowerManagementLimitConstraints", "min", _MILLI), DcgmSource(161),
         "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_power_max_limit_watts", "watts", "Highest power management limit the board accepts", "power",
         NvmlSource("nvmlDeviceGetPowerManagementLimitConstraints", "max", _MILLI), DcgmSource(162),
         "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", every=STATIC,
+        detail=FULL,
     ),
     _counter(
         "gpu_energy_joules_total", "joules", "Energy consumed since the driver was loaded", "power",
@@ -233,16 +244,19 @@ ROWS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_video_clock_hertz", "hertz", "Current video (encoder/decoder) clock", "clocks",
         NvmlSource("nvmlDeviceGetClockInfo", "video", _MHZ), DcgmSource(102, _MHZ), "DCGM_FI_DEV_VIDEO_CLOCK", 1 / _MHZ,
+        detail=FULL,
     ),
     _gauge(
         "gpu_sm_clock_application_hertz", "hertz", "SM clock the GPU targets when it runs work (application clock)",
         "clocks", NvmlSource("nvmlDeviceGetApplicationsClock", "sm", _MHZ), DcgmSource(110, _MHZ),
         "DCGM_FI_DEV_APP_SM_CLOCK", 1 / _MHZ, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_memory_clock_application_hertz", "hertz", "Memory clock the GPU targets when it runs work (application "
         "clock)", "clocks", NvmlSource("nvmlDeviceGetApplicationsClock", "memory", _MHZ), DcgmSource(111, _MHZ),
         "DCGM_FI_DEV_APP_MEM_CLOCK", 1 / _MHZ, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_sm_clock_max_hertz", "hertz", "Maximum SM clock the GPU supports", "clocks",
@@ -253,11 +267,13 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_memory_clock_max_hertz", "hertz", "Maximum memory clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "memory", _MHZ), DcgmSource(114, _MHZ),
         "DCGM_FI_DEV_MAX_MEM_CLOCK", 1 / _MHZ, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_video_clock_max_hertz", "hertz", "Maximum video (encoder/decoder) clock the GPU supports", "clocks",
         NvmlSource("nvmlDeviceGetMaxClockInfo", "video", _MHZ), DcgmSource(115, _MHZ),
         "DCGM_FI_DEV_MAX_VIDEO_CLOCK", 1 / _MHZ, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_performance_state", "", "Performance state, 0 (fastest) to 15 (slowest)", "clocks",

@@ -33,8 +33,18 @@ XID_ERRORS = FixedMetric(
     "counter",
     "",
     (*DEVICE_LABELS, "xid"),
-    "Xid errors reported by the driver since the exporter started, by Xid code (the Xid table's alerting "
-    "subset starts at 0). Source: NVML nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
+    "Xid errors reported by the driver since the exporter started, by Xid code (a code's series appears with "
+    "its first Xid; with --metrics.detail=full the Xid table's alerting subset starts at 0). Source: NVML "
+    "nvmlEventSetWait (nvmlEventTypeXidCriticalError); DCGM field 230.",
+)
+XID_ERRORS_ALL_CODES = FixedMetric(
+    "gpu_xid_errors_all_codes_total",
+    "counter",
+    "",
+    DEVICE_LABELS,
+    "Xid errors reported by the driver since the exporter started, every code together; present at 0 on every "
+    "GPU, so the first Xid is an increase (the per-code gpu_xid_errors_total says which codes). Source: as "
+    "gpu_xid_errors_total.",
 )
 XID_LAST_TIMESTAMP = FixedMetric(
     "gpu_xid_last_timestamp_seconds",
@@ -52,7 +62,7 @@ ECC_ERROR_EVENTS = FixedMetric(
     "Source: NVML nvmlEventSetWait.",
 )
 #: Metrics counted from driver events (collector ``xid``).
-EVENT_METRICS: tuple[FixedMetric, ...] = (XID_ERRORS, XID_LAST_TIMESTAMP, ECC_ERROR_EVENTS)
+EVENT_METRICS: tuple[FixedMetric, ...] = (XID_ERRORS_ALL_CODES, XID_ERRORS, XID_LAST_TIMESTAMP, ECC_ERROR_EVENTS)
 # The exporter's self-metrics (``gpu_exporter_*``).
 BUILD_INFO = FixedMetric(
     "gpu_exporter_build_info", "gauge", "", ("version", "python_version"), "gpu-exporter build; value is always 1."

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from gpu_exporter.catalogue.spec import (
+    FULL,
     STATIC,
     DcgmSource,
     MetricSpec,
@@ -19,6 +20,12 @@ from gpu_exporter.catalogue.spec import (
 )
 from gpu_exporter.catalogue.vocabulary import CLOCK_EVENT_REASONS, VIOLATION_POLICIES
 
+#: Clock event reasons the default exposition keeps: those the shipped alerts watch (thermal, power cap and
+#: brake, hardware slowdown). Idle, application and display clocks and sync boost are full detail.
+ALERTING_CLOCK_EVENTS = frozenset({"power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+#: Violation counters the default exposition keeps: the exact time of the causes the alerts watch (power cap,
+#: thermal). Sync boost, board limit, low utilization and reliability are full detail.
+LIMITING_POLICIES = frozenset({"power", "thermal"})
 #: Memory locations of nvmlDeviceGetMemoryErrorCounter (nvmlMemoryLocation_t, in its order): the
 #: ``location`` label, DCGM's abbreviation in its field names, and DCGM's corrected (SBE) field ids
 #: of the volatile and the aggregate counter (the uncorrected, DBE, field is the next id).
@@ -45,7 +52,7 @@ ROWS: tuple[MetricSpec, ...] = (
             "gpu_clock_event_active", "",
             "1 while this reason holds the clocks below their target (clock event, formerly throttle reason)",
             "clock_events", NvmlSource("nvmlDeviceGetCurrentClocksEventReasons", reason), DcgmSource(112, bit=bit),
-            variant=(("reason", reason),), maximum=1,
+            variant=(("reason", reason),), maximum=1, detail="lean" if reason in ALERTING_CLOCK_EVENTS else FULL,
         )
         for reason, bit in CLOCK_EVENT_REASONS
     ),
@@ -55,6 +62,7 @@ ROWS: tuple[MetricSpec, ...] = (
             "Cumulative time the clocks were held below their target by this cause", "clock_events",
             NvmlSource("nvmlDeviceGetViolationStatus", policy, Fraction(1, 10**9)),
             DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("reason", policy),),
+            detail="lean" if policy in LIMITING_POLICIES else FULL,
         )
         for policy, field_id, compat in VIOLATION_POLICIES
     ),
@@ -67,6 +75,7 @@ ROWS: tuple[MetricSpec, ...] = (
             "the base clocks (target base)", "clock_events",
             NvmlSource("nvmlDeviceGetViolationStatus", policy, Fraction(1, 10**9)),
             DcgmSource(field_id, Fraction(1, 10**9)), compat, Fraction(10**9), variant=(("target", target),),
+            detail=FULL,
         )
         for target, policy, field_id, compat in (
             ("application", "app_clocks", 246, "DCGM_FI_DEV_TOTAL_APP_CLOCKS_VIOLATION"),
@@ -99,13 +108,14 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_ecc_mode_pending_enabled", "", "1 when ECC will be enabled after the next reboot (pending mode)", "ecc",
         NvmlSource("nvmlDeviceGetEccMode", "pending"), DcgmSource(301), "DCGM_FI_DEV_ECC_PENDING", maximum=1,
         every=STATIC,
+        detail=FULL,
     ),
     *(
         _counter(
             "gpu_ecc_errors_total", "",
             "ECC errors in device memory; volatile counts since the driver loaded, aggregate over the board's life",
             "ecc", NvmlSource("nvmlDeviceGetTotalEccErrors", f"{kind}_{counter}"), DcgmSource(field_id), compat,
-            variant=(("type", kind), ("counter", counter)),
+            variant=(("type", kind), ("counter", counter)), detail="lean" if counter == "volatile" else FULL,
         )
         for kind, counter, field_id, compat in (
             ("corrected", "volatile", 310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),
@@ -122,7 +132,7 @@ ROWS: tuple[MetricSpec, ...] = (
             "counts since the driver loaded, aggregate over the board's life",
             "ecc", NvmlSource("nvmlDeviceGetMemoryErrorCounter", f"{kind}_{counter}_{location}"),
             DcgmSource(field_id + offset), f"DCGM_FI_DEV_ECC_{short}_{counter[:3].upper()}_{dcgm}",
-            variant=(("location", location), ("type", kind), ("counter", counter)), every=STATIC,
+            variant=(("location", location), ("type", kind), ("counter", counter)), every=STATIC, detail=FULL,
         )
         for location, dcgm, volatile_id, aggregate_id in ECC_LOCATIONS
         for counter, field_id in (("volatile", volatile_id), ("aggregate", aggregate_id))
@@ -159,7 +169,7 @@ ROWS: tuple[MetricSpec, ...] = (
             "gpu_row_remap_banks", "",
             "Memory banks by the spare rows they have left for remapping (max: all, none: no spare row left)",
             "ecc", NvmlSource("nvmlDeviceGetRowRemapperHistogram", availability), DcgmSource(field_id), compat,
-            variant=(("availability", availability),), every=STATIC,
+            variant=(("availability", availability),), every=STATIC, detail=FULL,
         )
         for availability, field_id, compat in ROW_REMAP_AVAILABILITY
     ),
@@ -192,6 +202,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "or a configuration change (e.g. ECC toggled), so GPUs of one fleet that differ stand out", "modes",
         NvmlSource("nvmlDeviceGetInforomConfigurationChecksum"), DcgmSource(83), "DCGM_FI_DEV_INFOROM_CONFIG_CHECK",
         maximum=2**32 - 1, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_inforom_valid", "", "1 while the inforom's checksums verify, 0 when the inforom is corrupted", "modes",

@@ -5,6 +5,7 @@ set when the fabric manager trains the NVSwitch fabric); all read about once a m
 from __future__ import annotations
 
 from gpu_exporter.catalogue.spec import (
+    FULL,
     STATIC,
     DcgmSource,
     MetricSpec,
@@ -19,6 +20,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_persistence_mode_enabled", "", "1 when persistence mode is on (the driver stays loaded without clients)",
         "modes", NvmlSource("nvmlDeviceGetPersistenceMode"), DcgmSource(66), "DCGM_FI_DEV_PERSISTENCE_MODE",
         maximum=1, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_auto_boost_enabled", "",
@@ -26,23 +28,27 @@ ROWS: tuple[MetricSpec, ...] = (
         "most data-centre GPUs since Volta do not support the setting)", "modes",
         NvmlSource("nvmlDeviceGetAutoBoostedClocksEnabled"), DcgmSource(120), "DCGM_FI_DEV_AUTOBOOST", maximum=1,
         every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_compute_mode", "",
         "Compute mode, NVML's number: 0 default (many contexts), 2 prohibited (no contexts), 3 exclusive process "
         "(one context)", "modes", NvmlSource("nvmlDeviceGetComputeMode"), DcgmSource(65), "DCGM_FI_DEV_COMPUTE_MODE",
         maximum=3, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_mig_mode_enabled", "", "1 when MIG mode is on (current mode)", "modes",
         NvmlSource("nvmlDeviceGetMigMode", "current"), DcgmSource(67), "DCGM_FI_DEV_MIG_MODE", maximum=1,
         every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_virtualization_mode", "",
         "Virtualization mode, NVML's number: 0 none (bare metal), 1 pass-through to a VM, 2 vGPU guest, 3 vGPU host, "
         "4 vSGA host", "modes", NvmlSource("nvmlDeviceGetVirtualizationMode"), DcgmSource(500),
         "DCGM_FI_DEV_VIRTUAL_MODE", maximum=4, every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_vgpu_licensed", "",
@@ -50,6 +56,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "feature's state); 0 when it is not, or when the GPU does not support vGPU licensing (a bare-metal "
         "GPU)", "modes", NvmlSource("nvmlDeviceGetGridLicensableFeatures_v4"), DcgmSource(526),
         "DCGM_FI_DEV_VGPU_LICENSE_STATUS", maximum=1, every=STATIC,
+        detail=FULL,
     ),
     # NVLink fabric registration (NVSwitch systems: HGX/DGX with the fabric manager, GB200 NVL72); GPUs
     # outside any fabric have none of these. One nvmlDeviceGetGpuFabricInfoV call serves all four.
@@ -65,6 +72,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "Fabric clique the GPU belongs to: GPUs of one clique reach each other over NVLink (an id, not a "
         "quantity)", "modes", NvmlSource("nvmlDeviceGetGpuFabricInfoV", "clique_id"), DcgmSource(173),
         "DCGM_FI_DEV_FABRIC_CLIQUE_ID", every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_fabric_health_mask", "",
@@ -73,6 +81,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "2 bits from bit 12 for partition assigned and from bit 14 for the fabric manager connection",
         "modes", NvmlSource("nvmlDeviceGetGpuFabricInfoV", "health_mask"), DcgmSource(174),
         "DCGM_FI_DEV_FABRIC_HEALTH_MASK", every=STATIC,
+        detail=FULL,
     ),
     _gauge(
         "gpu_fabric_health", "",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from gpu_exporter.catalogue.spec import MetricSpec, NvmlSource
+from gpu_exporter.catalogue.spec import FULL, MetricSpec, NvmlSource
 from gpu_exporter.catalogue.spec import gauge as _gauge
 
 _PERCENT = Fraction(1, 100)
@@ -38,10 +38,12 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_process_encoder_utilization_ratio", "ratio", "The process's share of the video encoder, averaged "
         "over the last interval", "processes",
         NvmlSource("nvmlDeviceGetProcessUtilization", "enc", _PERCENT), None, entities=_PROCESS,
+        detail=FULL,
     ),
     _gauge(
         "gpu_process_decoder_utilization_ratio", "ratio", "The process's share of the video decoder, averaged "
         "over the last interval", "processes",
         NvmlSource("nvmlDeviceGetProcessUtilization", "dec", _PERCENT), None, entities=_PROCESS,
+        detail=FULL,
     ),
 )  # fmt: skip

@@ -20,6 +20,11 @@ from typing import Any, Literal, Protocol
 from gpu_exporter.catalogue.vocabulary import UNIT_MAXIMA, help_text
 
 Kind = Literal["gauge", "counter"]
+#: How much a row's exposition says: ``lean`` rows are rendered by default, ``full`` rows only with
+#: ``--metrics.detail=full`` (their values are read either way: the status page and snapshot show them).
+Detail = Literal["lean", "full"]
+#: The detail levels, the default first.
+DETAILS: tuple[Detail, ...] = ("lean", "full")
 #: The kinds of thing a sample can describe. A GPU root owns its MIG instances and NVLinks; the
 #: fabric root owns the NVSwitches and their ports. Processes, pods and jobs hang off a GPU too.
 EntityKind = Literal["gpu", "mig", "nvlink", "nvswitch", "nvswitch_port", "process", "pod", "job"]
@@ -206,7 +211,9 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     dcgm-exporter's name and unit. ``variant`` gives the extra labels of one series of a family
     that several rows share (e.g. ``reason``). ``maximum`` is the physical bound in base units
     above which a value is dropped as invalid; ``minimum`` the one below which it is (0: no metric
-    is negative but a few, such as a temperature margin past the limit).
+    is negative but a few, such as a temperature margin past the limit). ``detail`` is ``full`` for a
+    row the default (lean) exposition leaves out: a value no shipped alert, recording rule or dashboard
+    computes with (near-static settings, values derivable from others, rarely-set reasons).
     """
 
     name: str
@@ -223,6 +230,7 @@ class MetricSpec:  # derived attributes are cached (rows are immutable and read 
     variant: tuple[tuple[str, str], ...] = ()
     maximum: float | None = None
     minimum: float = 0.0
+    detail: Detail = "lean"
 
     @cached_property
     def key(self) -> str:
@@ -302,6 +310,7 @@ def row(
     variant: tuple[tuple[str, str], ...] = (),
     maximum: float | None = None,
     minimum: float = 0.0,
+    detail: Detail = "lean",
 ) -> MetricSpec:
     """A row with its NVML and DCGM sources given in that order (None where a backend has none)."""
     sources: dict[str, NvmlSource | DcgmSource] = {}
@@ -311,12 +320,14 @@ def row(
         sources["dcgm"] = dcgm
     return MetricSpec(
         name, kind, unit, description, collector, sources, entities, compat, compat_scale, every, derive, variant,
-        maximum, minimum,
+        maximum, minimum, detail,
     )  # fmt: skip
 
 
 #: Rows a GPU reports for the whole card and, where NVML or DCGM does, per MIG instance.
 GPU_AND_MIG: tuple[EntityKind, ...] = ("gpu", "mig")
+#: ``detail`` of a row only ``--metrics.detail=full`` renders.
+FULL: Detail = "full"
 #: Cadence of near-static values (limits, thresholds, maximum clocks and link widths, ECC mode), which
 #: change only with an admin action or a driver reload: read about once a minute (seconds).
 STATIC = 60

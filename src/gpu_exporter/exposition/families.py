@@ -101,9 +101,12 @@ def device_families(
     host: HostIdentity,
     devices: Sequence[DeviceView],
     events: Mapping[str, XidTally] | None = None,
+    *,
+    precreate_xids: bool = True,
 ) -> list[Metric]:
     """``gpu_info``, ``gpu_up``, ``gpu_mig_info``, one family per GPU-rooted row, and the event
-    counters when ``events`` is given (Xid collector enabled)."""
+    counters when ``events`` is given (Xid collector enabled); ``precreate_xids``: see
+    :func:`event_families`."""
     _rotate()
     info, up, mig_info = _fixed(fixed.GPU_INFO), _fixed(fixed.GPU_UP), _fixed(fixed.MIG_INFO)
     rows = [spec for spec in specs if spec.root == "gpu"]
@@ -122,7 +125,7 @@ def device_families(
         *entity_families(rows, [d.samples for d in devices], {fixed.MIG_INFO.name: mig_info}),
     ]
     if events is not None:
-        families.extend(event_families(devices, events))
+        families.extend(event_families(devices, events, precreate=precreate_xids))
     return families
 
 
@@ -152,23 +155,29 @@ def fabric_families(specs: Sequence[MetricSpec], fabric: Samples) -> list[Metric
     return [info, *entity_families(rows, list(groups.values()), {fixed.NVSWITCH_INFO.name: info})]
 
 
-def event_families(devices: Sequence[DeviceView], events: Mapping[str, XidTally]) -> list[Metric]:
-    """Xid counters (the Xid table's alerting subset starts at 0, so the first such Xid after start
-    is an increase, not a new series), the last Xid time, and ECC event counters, for every GPU the
-    sampler still lists: a lost GPU keeps them (its Xid 79 arrives just before the loss, and a series
-    gone by the next scrape is never stored) until it has been out of the driver's list for the
-    vanished retention; the counts are kept by UUID, so a GPU that comes back carries on from them."""
-    xids, last, ecc = _fixed(fixed.XID_ERRORS), _fixed(fixed.XID_LAST_TIMESTAMP), _fixed(fixed.ECC_ERROR_EVENTS)
+def event_families(
+    devices: Sequence[DeviceView], events: Mapping[str, XidTally], *, precreate: bool = True
+) -> list[Metric]:
+    """The Xid total of every code (from 0, so the first Xid after start is an increase, not a new
+    series), the Xid counters by code (the codes seen; with ``precreate``, also the Xid table's
+    alerting subset at 0), the last Xid time, and ECC event counters, for every GPU the sampler still
+    lists: a lost GPU keeps them (its Xid 79 arrives just before the loss, and a series gone by the next
+    scrape is never stored) until it has been out of the driver's list for the vanished retention; the
+    counts are kept by UUID, so a GPU that comes back carries on from them."""
+    total, xids = _fixed(fixed.XID_ERRORS_ALL_CODES), _fixed(fixed.XID_ERRORS)
+    last, ecc = _fixed(fixed.XID_LAST_TIMESTAMP), _fixed(fixed.ECC_ERROR_EVENTS)
+    precreated = set(PRECREATED_XIDS) if precreate else set()
     for device in devices:
         base = dict(device.entity.labels)
         tally = events.get(device.identity.uuid, XidTally())
-        for code in sorted(set(PRECREATED_XIDS) | set(tally.xid)):
+        _add(total, base, sum(tally.xid.values()))
+        for code in sorted(precreated | set(tally.xid)):
             _add(xids, {**base, "xid": str(code)}, tally.xid.get(code, 0))
         if tally.last_xid_at is not None:
             _add(last, base, tally.last_xid_at)
         for kind in ("single_bit", "double_bit"):
             _add(ecc, {**base, "type": kind}, tally.ecc.get(kind, 0))
-    return [xids, last, ecc]
+    return [total, xids, last, ecc]
 
 
 def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:

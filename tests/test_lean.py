@@ -1,0 +1,93 @@
+"""The lean default exposition and ``--metrics.detail=full``, out of process on the fake NVML.
+
+By default the exporter renders at most :data:`BUDGET` series per GPU on the benchmark's 8-GPU host
+(bench/scenarios.py, the host BENCHMARKS.md measures), issue 28's target; ``--metrics.detail=full``
+brings back every row marked full detail and the pre-created Xid codes, and nothing else; the status
+API shows the same either way (it reads the snapshot, not the exposition).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.scenarios import Size, write
+from gpu_exporter.catalogue import ALL_METRICS, FULL, PRECREATED_XIDS, key_of
+from tests.harness import SCENARIOS, start
+
+#: Series per GPU the default exposition may have on the bench's 8-GPU host (issue 28's target; 58 with
+#: the utilisation distribution and the power peak from the driver's sample buffers).
+BUDGET = 60
+#: Rows by (family name, variant labels), to find the row of a series.
+ROWS = {(spec.name, spec.variant): spec for spec in ALL_METRICS}
+FULL_FAMILIES = {spec.name for spec in ALL_METRICS if spec.detail == FULL} - {
+    spec.name for spec in ALL_METRICS if spec.detail != FULL
+}
+Series = frozenset[tuple[str, frozenset[tuple[str, str]]]]
+
+
+def _scrape(fakenvml_dir: Path, scenario: Path, tmp_path: Path, *flags: str) -> tuple[str, dict[str, Any]]:
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "1h", *flags)
+    try:
+        return exporter.metrics(), exporter.get("/api/v1/status").json()
+    finally:
+        exporter.stop()
+
+
+def _series(text: str) -> Series:
+    return frozenset(
+        (sample.name, frozenset(sample.labels.items()))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    )
+
+
+def _per_gpu(series: Series) -> Counter[str]:
+    """Series per GPU: every series that carries the GPU's uuid (MIG, process and self-metric series too)."""
+    return Counter(dict(labels)["uuid"] for _, labels in series if dict(labels).get("uuid", "").startswith("GPU-"))
+
+
+def test_the_default_stays_within_the_series_budget_per_gpu(fakenvml_dir: Path, tmp_path: Path) -> None:
+    scenario = write(tmp_path, Size(8))
+    lean, _ = _scrape(fakenvml_dir, scenario, tmp_path)
+    full, _ = _scrape(fakenvml_dir, scenario, tmp_path, "--metrics.detail", "full")
+    lean_counts, full_counts = _per_gpu(_series(lean)), _per_gpu(_series(full))
+    assert len(lean_counts) == 8, lean_counts
+    assert max(lean_counts.values()) <= BUDGET, lean_counts
+    assert min(full_counts.values()) > 100, full_counts  # what the full detail still says (27 Xid codes, ...)
+
+
+def _row_of(name: str, labels: frozenset[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The (family, variant) of the catalogue row a series belongs to; None for a fixed metric."""
+    return next(((row, variant) for row, variant in ROWS if row == name and set(variant) <= labels), None)
+
+
+def test_full_detail_brings_back_every_family_the_default_leaves_out(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """On the richest fake host: the default's series are a subset of the full detail's; what only the
+    full detail has is exactly the rows marked full and the pre-created Xid codes at 0; and the status
+    API says the same either way."""
+    scenario = SCENARIOS / "h100x4.scn"
+    lean_text, lean_status = _scrape(fakenvml_dir, scenario, tmp_path)
+    full_text, full_status = _scrape(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full")
+    lean, full = _series(lean_text), _series(full_text)
+    assert lean <= full, sorted(lean - full)[:5]
+    extra_families: set[str] = set()
+    for name, labels in full - lean:
+        if name == "gpu_xid_errors_total":
+            assert int(dict(labels)["xid"]) in PRECREATED_XIDS, (name, labels)
+            continue
+        row = _row_of(name, labels)
+        assert row is not None, f"{name}{dict(labels)} is only in the full detail but is no catalogue row"
+        assert ROWS[row].detail == FULL, f"{key_of(*row)} is lean but missing from the default"
+        extra_families.add(row[0])
+    families = {family.name for family in text_string_to_metric_families(full_text)}
+    hidden = FULL_FAMILIES & families
+    assert hidden <= extra_families
+    assert {"gpu_memory_free_bytes", "gpu_bar1_memory_total_bytes", "gpu_persistence_mode_enabled",
+            "gpu_ecc_location_errors_total", "gpu_power_instant_watts"} <= extra_families  # fmt: skip
+    for status in (lean_status, full_status):
+        status.pop("snapshot_age_seconds", None)
+    assert lean_status["gpus"] == full_status["gpus"]

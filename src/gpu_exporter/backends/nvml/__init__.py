@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import pynvml
 
@@ -28,6 +28,7 @@ from gpu_exporter.backends.base import (
     RawReading,
     Request,
 )
+from gpu_exporter.backends.nvml.buffered import BufferedReads
 from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_cc_mode, with_p2p
 from gpu_exporter.backends.nvml.events import EventQueue, XidListener
 from gpu_exporter.backends.nvml.fields import CALL, FieldBatcher, Outcome, Wanted
@@ -36,88 +37,29 @@ from gpu_exporter.backends.nvml.gpm import GpmSampler, link_selector
 from gpu_exporter.backends.nvml.prm import CALL as _PRM_CALL
 from gpu_exporter.backends.nvml.prm import read_counters
 from gpu_exporter.backends.nvml.processes import ProcessReader
+from gpu_exporter.backends.nvml.raw import gpm_raw, link_raw, list_length, once, once_only, prm_raw
 from gpu_exporter.backends.nvml.readers import (
     ARG_READERS,
     ERROR_KINDS,
-    LINK_READERS,
     STRUCT_READERS,
     Handle,
     Raw,
 )
-from gpu_exporter.backends.nvml.samples import BUFFERED, REDUCED, SampleBuffers, Samples, reduce
-from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
+from gpu_exporter.backends.nvml.rows import Row
 from gpu_exporter.catalogue import MetricSpec, NvmlSource
 from gpu_exporter.model import Entity
 
 log = logging.getLogger(__name__)
 
 
-def _link_raw(handle: Handle, link: int, source: NvmlSource) -> float:
-    """One raw value of a per-NVLink source."""
-    return float(LINK_READERS[source.call](handle, link, source.selector))
-
-
-def _prm_raw(prm: Callable[[Handle], Any], handle: Handle, link: int, source: NvmlSource) -> float:
-    """One link's PRM counter from the GPU's one ``nvmlDeviceReadPRMCounters_v1`` of this read."""
-    outcome = prm(handle)[(link, source.selector)]
-    if isinstance(outcome, Exception):
-        raise outcome
-    return float(outcome)
-
-
-def _gpm_raw(gpm: Callable[[], dict[str, Any]], source: NvmlSource, link: int | None = None) -> float | None:
-    """One GPM value from the entity's one sample of this read (of NVLink ``link`` when given); None at a
-    first sample (no interval yet)."""
-    outcome = gpm().get(source.selector if link is None else link_selector(source.selector, link))
-    if isinstance(outcome, Exception):
-        raise outcome
-    return None if outcome is None else float(outcome)
-
-
-def _once_only(call: Callable[[], Any]) -> Callable[[], Any]:
-    """``call`` made at most once (its answer or its error kept)."""
-    once = _once(lambda _handle: call())
-    return lambda: once(None)
-
-
 _COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
 _FIELD_CALL = "nvmlDeviceGetFieldValues"  # the source of values NVML offers only as fields
-
-
-def _once(call: Callable[[Handle], Any]) -> Callable[[Handle], Any]:
-    """``call`` made at most once (its answer or its error kept), for one handle in one read."""
-    kept: list[Any] = []
-
-    def once(handle: Handle) -> Any:
-        if not kept:
-            try:
-                kept.append(call(handle))
-            except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
-                kept.append(err)
-        if isinstance(kept[0], Exception):
-            raise kept[0]
-        return kept[0]
-
-    return once
-
-
-def _count(call: Callable[[Handle], Any], handle: Handle) -> Raw:
-    return {"": len(call(handle))}
 
 
 #: Bound of the reused field-value candidates (entities × rows; cleared when exceeded).
 _WANTED_ITEMS_MAX = 200_000
 #: Bound of the kept splits of due rows (one per cadence pattern; cleared when exceeded).
 _SPLITS_MAX = 256
-
-
-class Row(NamedTuple):
-    """A due catalogue row with its key and NVML source, each worked out once (both are properties
-    that build their answer)."""
-
-    spec: MetricSpec
-    key: str
-    source: NvmlSource
 
 
 class NvmlBackend:
@@ -137,7 +79,7 @@ class NvmlBackend:
         self._processes = ProcessReader()
         self._fields = FieldBatcher()
         self._gpm = GpmSampler()
-        self._buffers = SampleBuffers()
+        self._buffers = BufferedReads()
         self._no_gpm_logged: set[str] = set()
         self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
@@ -184,7 +126,7 @@ class NvmlBackend:
             devices = with_p2p(devices, handles) if self._compat_identity else devices
         devices = with_cc_mode(devices) if self._compat_identity else devices
         self._handles, self._mig_handles = handles, mig_handles
-        self._buffers.forget(set(handles))
+        self._buffers.buffers.forget(set(handles))
         self._by_index = {device.index: device for device in devices}
         # GPM sample buffers of GPUs and GPU instances gone from this enumeration are freed.
         self._gpm.retain(
@@ -212,7 +154,7 @@ class NvmlBackend:
         asks = request.asks
         # The rows asked of each entity (the unsupported memo consulted once per pair and read).
         gpu_asked = [row for row in gpu_rows if asks(gpu.uid, row.key)]
-        gpu_asked = self._from_buffers(reading, gpu, device, handle, gpu_asked)
+        gpu_asked = self._buffers.take(reading, gpu, device, handle, gpu_asked)
         links = []
         for link in device.nvlinks if link_rows else ():
             entity = model.nvlink(device.index, device.uuid, link)
@@ -223,7 +165,7 @@ class NvmlBackend:
             wanted += self._wanted(entity, asked, link)
         batch = self._batch(reading, gpu, handle, wanted)
         # The process count and the process list share one nvmlDeviceGetComputeRunningProcesses.
-        compute = _once(self._processes.compute_processes)
+        compute = once(self._processes.compute_processes)
         per_link = [
             link_selector(source.selector, link)
             for link, _e, asked in links
@@ -238,7 +180,7 @@ class NvmlBackend:
         prm_pairs = [
             (link, source.selector) for link, _e, asked in links for *_, source in asked if source.call == _PRM_CALL
         ]
-        prm = _once(functools.partial(read_counters, asked=prm_pairs))
+        prm = once(functools.partial(read_counters, asked=prm_pairs))
         for link, entity, asked in links:
             self._read_into(reading, entity, handle, asked, batch, link, prm=prm, gpm=gpm)
         instances = {}
@@ -261,73 +203,6 @@ class NvmlBackend:
         if process_rows:
             self._processes.read(reading, gpu, handle, instances, [row.spec for row in process_rows], request, compute)
         return reading
-
-    def _from_buffers(
-        self, reading: RawReading, gpu: Entity, device: DeviceIdentity, handle: Handle, rows: list[Row]
-    ) -> list[Row]:
-        """Rows the driver keeps samples of, read from its buffers (each type once per read): the samples
-        since the last seen go to ``reading.samples`` and the latest is the row's value; the
-        ``nvmlDeviceGetSamples`` rows are reduced from them (peak power, SM clock while busy). Returns
-        the rows left for point reads: those of a type without a buffer (remembered, logged once) or
-        whose call failed this time. A read that finds no new sample keeps the newest one seen as the
-        value and hands over no samples (nothing to integrate: reads may come faster than samples)."""
-        fetched: dict[int, Samples | None] = {}
-
-        def fetch(kind: int, row: Row) -> Samples | None:
-            """The type's samples of this read; None where the driver keeps none (remembered)."""
-            if kind not in fetched:
-                fetched[kind] = None
-                if self._buffers.supported(device.uuid, kind):
-                    started = time.perf_counter()
-                    fetched[kind] = self._fetch(gpu, device, handle, kind, row)
-                    reading.spent(row.spec.collector, time.perf_counter() - started)
-            return fetched[kind]
-
-        left = []
-        out = reading.raw.setdefault(gpu, {})
-        for row in rows:
-            if row.source.call == SAMPLES_CALL:
-                kinds = REDUCED.get(row.source.selector, ())
-                series = [fetch(kind, row) for kind in kinds]
-                if not kinds or not all(self._buffers.supported(device.uuid, kind) for kind in kinds):
-                    reading.unsupported.append((gpu, row.key, f"{SAMPLES_CALL} keeps no samples of that type"))
-                    continue
-                if any(samples is None for samples in series):
-                    continue  # a call failed this time
-                value = reduce(row.source.selector, tuple(samples or [] for samples in series))
-                if value is not None:
-                    out[row.key] = value
-                continue
-            kind = BUFFERED.get((row.source.call, row.source.selector))
-            samples = None if kind is None else fetch(kind, row)
-            latest = None if kind is None or samples is None else self._buffers.latest(device.uuid, kind)
-            if samples is None or latest is None:
-                left.append(row)
-                continue
-            out[row.key] = latest
-            reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
-        return left
-
-    def _fetch(self, gpu: Entity, device: DeviceIdentity, handle: Handle, kind: int, row: Row) -> Samples | None:
-        """One ``nvmlDeviceGetSamples``: the new samples ([] when none is new), or None when the driver
-        keeps no buffer of ``kind`` (remembered) or the call failed this time. Raises DeviceLost."""
-        try:
-            samples = self._buffers.read(device.uuid, handle, kind)
-            why = "its buffer is empty"
-        except pynvml.NVMLError_GpuIsLost as err:
-            raise DeviceLost(f"{gpu.uid}: {err}") from err
-        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as err:
-            samples, why = None, str(err)
-        except pynvml.NVMLError as err:
-            log.debug("%s nvmlDeviceGetSamples(%d) failed: %s", gpu.uid, kind, err)
-            return None
-        if samples is None:
-            self._buffers.unsupported(device.uuid, kind)
-            log.info(
-                "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
-                device.index, device.name, kind, why, row.spec.name,
-            )  # fmt: skip
-        return samples
 
     def _gpm_reader(
         self,
@@ -352,7 +227,7 @@ class NvmlBackend:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
             return self._gpm.read(key, take, selectors)
 
-        return _once_only(read)
+        return once_only(read)
 
     def _split(self, specs: tuple[MetricSpec, ...]) -> tuple[tuple[Row, ...], ...]:
         """The due rows with an NVML source, for GPUs, NVLinks, MIG devices and processes, worked out
@@ -423,13 +298,13 @@ class NvmlBackend:
                 continue
             read: Callable[[], float | None]
             if gpm is not None and source.call == _GPM_CALL:
-                read = functools.partial(_gpm_raw, gpm, source, link)
+                read = functools.partial(gpm_raw, gpm, source, link)
             elif link is None:
                 read = functools.partial(self._raw, handle, source, structs, compute)
             elif prm is not None and source.call == _PRM_CALL:
-                read = functools.partial(_prm_raw, prm, handle, link, source)
+                read = functools.partial(prm_raw, prm, handle, link, source)
             else:
-                read = functools.partial(_link_raw, handle, link, source)
+                read = functools.partial(link_raw, handle, link, source)
             if outcome is not None:  # a field-only value's own call is that field again: nothing to recheck
                 read = functools.partial(self._batched, outcome, key, read, source.call != _FIELD_CALL)
             started = time.perf_counter()
@@ -468,7 +343,7 @@ class NvmlBackend:
         if source.call not in structs:
             reader = STRUCT_READERS[source.call]
             if source.call == _COMPUTE and compute is not None:
-                reader = functools.partial(_count, compute)
+                reader = functools.partial(list_length, compute)
             try:
                 structs[source.call] = reader(handle)
             except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:

@@ -76,6 +76,10 @@ class Exporter:
                 self.process.wait(5)
 
 
+#: Environment variables that give the interval (directly, or through a config file).
+INTERVAL_ENV = ("GPU_EXPORTER_COLLECT_INTERVAL", "DCGM_EXPORTER_INTERVAL", "GPU_EXPORTER_CONFIG_FILE")
+
+
 def start(
     fakenvml_dir: Path | None,
     scenario: Path | None,
@@ -84,8 +88,12 @@ def start(
     env: dict[str, str] | None = None,
     trace: bool = False,
     wait_for: str = "/healthz",
+    pin_interval: bool = True,
 ) -> Exporter:
-    """Start ``python -m gpu_exporter`` on a free loopback port and wait until ``wait_for`` answers 200."""
+    """Start ``python -m gpu_exporter`` on a free loopback port and wait until ``wait_for`` answers 200.
+    Unless the test gives an interval (a flag, the environment or a config file), it runs at
+    ``--collect-interval 1s``, the pace the tests were written for (``pin_interval=False``: the
+    backend's default, tests/test_cadence.py)."""
     port = free_port()
     log_path = workdir / f"exporter-{port}.log"
     trace_path = workdir / f"trace-{port}.txt" if trace else None
@@ -97,7 +105,12 @@ def start(
     if trace_path is not None:
         child_env["FAKE_NVML_TRACE"] = str(trace_path)
     child_env.update(env or {})
-    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
+    given = any(
+        arg in ("-c", "--collect-interval", "--config.file") or arg.startswith("--collect-interval=") for arg in args
+    )
+    given = given or any(name in child_env for name in INTERVAL_ENV)
+    pinned = ["--collect-interval", "1s"] if pin_interval and not given else []
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}", *pinned, *args]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, cwd=workdir)
     exporter = Exporter(process, port, log_path, trace_path)

@@ -145,3 +145,32 @@ def test_reductions_are_readable() -> None:
     from gpu_exporter.backends.nvml.samples import CALL, REDUCED
 
     assert {selector for call, selector in supported_calls() if call == CALL} == set(REDUCED)
+
+
+def test_at_the_default_pace_every_driver_sample_is_still_counted(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Without --collect-interval the NVML backend reads every 5 s (its fast values come from the
+    driver's buffers, which keep 14 s of utilisation samples): the dips and the busy time come out as
+    at 1 s, from a fifth of the reads."""
+    scenario = tmp_path / "dips.scn"
+    scenario.write_text(SCENARIO)
+    exporter = start(fakenvml_dir, scenario, tmp_path, pin_interval=False)
+    try:
+        parsed = samples(exporter.metrics())
+        assert value(parsed, "gpu_exporter_collect_interval_seconds") == 5.0
+        assert "sampling every 5s" in exporter.log()
+        first_at, first = _scrape(exporter)
+        for _ in range(30):  # two more reads: they come every 5 s
+            time.sleep(1.0)
+            last_at, last = _scrape(exporter)
+            if last_at - first_at >= 10.0:
+                break
+    finally:
+        exporter.stop()
+    elapsed = last_at - first_at
+    for key, low, high in (
+        ("gpu_utilization_low_seconds_total:0", 0.06, 0.10),
+        ("gpu_utilization_seconds_total:0", 0.60, 0.645),
+    ):
+        before, after = first[key], last[key]
+        assert before is not None and after is not None, key
+        assert low <= (after - before) / elapsed <= high, key

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from gpu_exporter import __version__
 from gpu_exporter.app import create_app
-from gpu_exporter.backends import select
+from gpu_exporter.backends import select, with_interval
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.commands.snapshot import subcommand
@@ -269,6 +269,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except BackendUnavailable as err:
         _error(err)
         return 1
+    settings = with_interval(settings, chosen[0])
     try:
         sock = listen(settings)
     except BindError as err:

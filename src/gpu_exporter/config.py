@@ -29,6 +29,7 @@ class Settings:
     listen_address: str = ":9400"
     telemetry_path: str = "/metrics"
     collect_interval: float = 1.0
+    collect_interval_chosen: bool = False  # given by a flag, the environment or the file (else the backend's)
     backend: str = "auto"
     simulate: str = ""  # a built-in scenario name or a scenario file; empty: real GPUs
     dcgm_address: str = ""
@@ -198,6 +199,7 @@ def load(flags: Mapping[str, str | None], collector_flags: Mapping[str, bool], e
     for name, value in changes.items():  # dcgm-exporter's flags yield to ours (--debug vs --log.level)
         values.setdefault(name, value)
     values["collectors"] = frozenset(enabled)
+    values["collect_interval_chosen"] = "collect_interval" in values
     values["collectors_chosen"] = frozenset(chosen)
     values["dcgm_exporter"] = with_remote_host(
         values["dcgm_exporter"], values.get("dcgm_address", ""), values.get("kubernetes", False)

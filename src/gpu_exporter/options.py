@@ -191,7 +191,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--web.telemetry-path", "telemetry_path", ("web", "telemetry-path"), _telemetry_path,
            "Path of the metrics endpoint (default /metrics).", "PATH"),
     Option("--collect-interval", "collect_interval", ("collect-interval",), parse_duration,
-           "Time between sampling cycles, 100ms to 1h (default 1s); a bare number is milliseconds.", "DURATION",
+           "Time between sampling cycles, 100ms to 1h (default 5s on NVML, whose utilisation, clocks and power "
+           "come from the driver's sample buffers, 1s on DCGM and for snapshot); a bare number is milliseconds.",
+           "DURATION",
            aliases=("-c",), env_aliases=("DCGM_EXPORTER_INTERVAL",)),
     Option("--backend", "backend", ("backend",), _choice("auto", "dcgm", "nvml"),
            "GPU library: auto (DCGM when it can be imported and initialised, else NVML), dcgm or nvml "

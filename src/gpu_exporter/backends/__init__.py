@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from gpu_exporter.backends.registry import select
+from gpu_exporter.backends.registry import select, with_interval
 
-__all__ = ["select"]
+__all__ = ["select", "with_interval"]

@@ -160,6 +160,10 @@ class Backend(Protocol):
     :meth:`events_healthy` runs on a worker thread of the sampler, never on the sampler's own."""
 
     name: str
+    #: Seconds between reads when --collect-interval is not given: how often this backend needs point
+    #: reads to see what a 15 s scrape needs (a backend that reads the driver's own sample buffers sees
+    #: every sample however seldom it reads, within the buffers' length).
+    default_interval: float
 
     def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
         """Initialise the vendor library, discover GPUs and (optionally) start listening for Xid

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpu_exporter.backends.base import Backend, BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs
@@ -81,6 +81,13 @@ def _simulate(settings: Settings) -> Choice:
     except ValueError as err:  # the file went away since the settings were checked
         raise Unsuitable("simulate_failed", "the scenario cannot be read", f"--simulate: use {err}") from err
     return Choice(NvmlBackend(_compat_identity(settings)), reason(settings.simulate))
+
+
+def with_interval(settings: Settings, backend: Backend) -> Settings:
+    """The settings with ``backend``'s read interval where --collect-interval was not given."""
+    if settings.collect_interval_chosen:
+        return settings
+    return replace(settings, collect_interval=backend.default_interval)
 
 
 #: Name → factory. ``auto`` tries them in this order and takes the first that can be used.

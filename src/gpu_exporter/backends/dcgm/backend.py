@@ -73,6 +73,7 @@ class DcgmBackend(Discovery):
     connection state and the swap of :class:`Watches`, never a read."""
 
     name = "dcgm"
+    default_interval = 1.0  # point reads of the engine's latest values: the busy-time integral needs them often
 
     def __init__(
         self,

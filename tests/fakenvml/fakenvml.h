@@ -128,6 +128,8 @@ double fake_elapsed(void);
 const struct fake_scenario *fake_scenario_now(void);   /* re-reads the file if it changed */
 
 const char *fake_get(const struct fake_scenario *s, const char *key);
+/* The period of a cycling value "a,b,c@P" in seconds, 0 when it does not cycle. */
+double fake_cycle_period(const char *val);
 bool fake_value_u64(const char *key, const char *val, double t, unsigned long long *out);
 bool fake_value_f64(const char *key, const char *val, double t, double *out);
 nvmlReturn_t fake_value_error(const char *key, const char *val, double t);

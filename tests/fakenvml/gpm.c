@@ -158,14 +158,7 @@ static long long round_ll(double x)
 /* The integral of a level over [t0, t1] µs, in milli-units x µs; a cycle is integrated step by step. */
 static gpm_acc integral(const char *key, const char *val, unsigned long long t0, unsigned long long t1)
 {
-    double period = 0;
-    const char *at = strrchr(val, '@');
-    if (at != NULL) {
-        char *end;
-        period = strtod(at + 1, &end);
-        if (end == at + 1 || period <= 0)
-            period = 0;
-    }
+    double period = fake_cycle_period(val);
     gpm_acc sum = 0;
     unsigned long long from = t0;
     while (from < t1) {

@@ -137,14 +137,7 @@ static bool listed_unsupported(const struct fake_call *c, const char *name)
 /* The mean of a value over (t0, t1] seconds (t0 >= 0), a cycle step by step; false when absent. */
 static bool window_mean(const char *key, const char *val, double t0, double t1, double *out)
 {
-    double period = 0;
-    const char *at = strrchr(val, '@');
-    if (at != NULL) {
-        char *end;
-        period = strtod(at + 1, &end);
-        if (end == at + 1 || period <= 0)
-            period = 0;
-    }
+    double period = fake_cycle_period(val);
     double sum = 0, from = t0;
     while (from < t1) {
         double to = t1;
@@ -263,14 +256,7 @@ static double power_integral(const struct fake_call *c, unsigned long long t0, u
     const char *val = fake_get(c->s, key);
     if (val == NULL)
         return 0.0;
-    double period = 0;
-    const char *at = strrchr(val, '@');
-    if (at != NULL) {
-        char *end;
-        period = strtod(at + 1, &end);
-        if (end == at + 1 || period <= 0)
-            period = 0;
-    }
+    double period = fake_cycle_period(val);
     double sum = 0;
     unsigned long long from = t0;
     while (from < t1) {

@@ -544,27 +544,37 @@ static bool parse_u64(const char *s, unsigned long long *out)
     return false;
 }
 
+/* The period P of a cycling list "a,b,c@P" in seconds; 0 for a value that does not cycle. The one
+ * reading of the "@P" suffix: values (cycle_pick), the GPM and sample-buffer integrals and the
+ * energy counter step through a cycle alike. */
+double fake_cycle_period(const char *val)
+{
+    const char *at = strrchr(val, '@');
+    if (at == NULL)
+        return 0;
+    char period_text[64];
+    snprintf(period_text, sizeof period_text, "%s", at + 1);
+    double period;
+    return parse_f64(trim(period_text), &period) && period > 0 ? period : 0;
+}
+
 /* Copies into out the element of a cycling list "a,b,c@P" active at time t, i.e. element
  * floor(t/P) mod n; a value without a trailing "@<number>" is copied whole. */
 static void cycle_pick(const char *val, double t, char *out, size_t size)
 {
     const char *start = val, *end = val + strlen(val);
     const char *at = strrchr(val, '@');
-    if (at != NULL) {
-        char period_text[64];
-        snprintf(period_text, sizeof period_text, "%s", at + 1);
-        double period;
-        if (parse_f64(trim(period_text), &period) && period > 0) {
-            size_t n = 1;
-            for (const char *p = val; p < at; p++)
-                n += *p == ',';
-            size_t idx = (size_t)((unsigned long long)(t / period) % n);
-            for (size_t i = 0; i < idx; i++)
-                start = strchr(start, ',') + 1;
-            end = memchr(start, ',', (size_t)(at - start));
-            if (end == NULL)
-                end = at;
-        }
+    double period = fake_cycle_period(val);
+    if (period > 0) {
+        size_t n = 1;
+        for (const char *p = val; p < at; p++)
+            n += *p == ',';
+        size_t idx = (size_t)((unsigned long long)(t / period) % n);
+        for (size_t i = 0; i < idx; i++)
+            start = strchr(start, ',') + 1;
+        end = memchr(start, ',', (size_t)(at - start));
+        if (end == NULL)
+            end = at;
     }
     size_t len = (size_t)(end - start);
     if (len >= size)

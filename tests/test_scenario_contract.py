@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -109,10 +109,8 @@ def _normalise(spelled: str) -> str:
     return _relative(re.sub(r"(?<![A-Z])[A-Z](?![A-Z])", "#", key))
 
 
-def documented_values(text: str) -> frozenset[str]:
-    """Words a key takes as its value, from table columns headed ``name in …`` (e.g. the sampling types
-    ``gpuN.samples.unsupported`` lists): a fake spells them, but they are no keys."""
-    values: set[str] = set()
+def _column(text: str, heads: Callable[[str], bool]) -> Iterator[tuple[str, str]]:
+    """(cell, line) of the column whose header ``heads`` accepts, for every body row of every table."""
     column = None
     for line in text.splitlines():
         if not line.startswith("|"):
@@ -120,27 +118,22 @@ def documented_values(text: str) -> frozenset[str]:
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if column is None:
-            column = next((i for i, cell in enumerate(cells) if cell.startswith("name in")), -1)
+            column = next((i for i, cell in enumerate(cells) if heads(cell)), -1)
         elif column >= 0 and not set(cells[0]) <= set("-: "):
-            values.update(re.findall(r"`([^`]+)`", cells[column]))
-    return frozenset(values)
+            yield cells[column], line
+
+
+def documented_values(text: str) -> frozenset[str]:
+    """Words a key takes as its value, from table columns headed ``name in …`` (e.g. the sampling types
+    ``gpuN.samples.unsupported`` lists): a fake spells them, but they are no keys."""
+    cells = _column(text, lambda head: head.startswith("name in"))
+    return frozenset(word for cell, _line in cells for word in re.findall(r"`([^`]+)`", cell))
 
 
 def documented_keys(text: str) -> list[DocKey]:
     """Every key of every table with a ``key`` column, expanded."""
     keys: list[DocKey] = []
-    column = None
-    for line in text.splitlines():
-        if not line.startswith("|"):
-            column = None
-            continue
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if column is None:
-            column = cells.index("key") if "key" in cells else -1
-            continue
-        if column < 0 or set(cells[0]) <= set("-: "):
-            continue
-        cell = cells[column]
+    for cell, line in _column(text, lambda head: head == "key"):
         claims = {fake for marker, fake in ONLY.items() if marker in cell}
         fakes = frozenset(claims or {C_FAKE, SIMULATOR})
         for span in re.findall(r"`([^`]+)`", cell):

@@ -130,6 +130,8 @@ const struct fake_scenario *fake_scenario_now(void);   /* re-reads the file if i
 const char *fake_get(const struct fake_scenario *s, const char *key);
 /* The period of a cycling value "a,b,c@P" in seconds, 0 when it does not cycle. */
 double fake_cycle_period(const char *val);
+/* The end of the cycle step holding µs time from, or t1 (see scenario.c). */
+unsigned long long fake_cycle_step_end(double period, unsigned long long from, unsigned long long t1);
 bool fake_value_u64(const char *key, const char *val, double t, unsigned long long *out);
 bool fake_value_f64(const char *key, const char *val, double t, double *out);
 nvmlReturn_t fake_value_error(const char *key, const char *val, double t);

@@ -162,13 +162,7 @@ static gpm_acc integral(const char *key, const char *val, unsigned long long t0,
     gpm_acc sum = 0;
     unsigned long long from = t0;
     while (from < t1) {
-        unsigned long long to = t1;
-        if (period > 0) {
-            unsigned long long step = (unsigned long long)((double)from / 1e6 / period) + 1;
-            unsigned long long boundary = (unsigned long long)round_ll((double)step * period * 1e6);
-            if (boundary > from && boundary < t1)
-                to = boundary;
-        }
+        unsigned long long to = fake_cycle_step_end(period, from, t1);
         double level;
         if (fake_value_f64(key, val, ((double)from + (double)to) / 2e6, &level) && level > 0)
             sum += (gpm_acc)round_ll(level * 1000.0) * (to - from);

@@ -260,13 +260,7 @@ static double power_integral(const struct fake_call *c, unsigned long long t0, u
     double sum = 0;
     unsigned long long from = t0;
     while (from < t1) {
-        unsigned long long to = t1;
-        if (period > 0) {
-            unsigned long long step = (unsigned long long)((double)from / 1e6 / period) + 1;
-            unsigned long long boundary = (unsigned long long)((double)step * period * 1e6 + 0.5);
-            if (boundary > from && boundary < t1)
-                to = boundary;
-        }
+        unsigned long long to = fake_cycle_step_end(period, from, t1);
         unsigned long long mw;
         if (fake_value_u64(key, val, ((double)from + (double)to) / 2e6, &mw))
             sum += (double)mw * (double)(to - from) / 1e6;

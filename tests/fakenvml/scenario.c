@@ -558,6 +558,17 @@ double fake_cycle_period(const char *val)
     return parse_f64(trim(period_text), &period) && period > 0 ? period : 0;
 }
 
+/* The end of the cycle step holding µs time from (a cycle's value holds within a step), or t1 when
+ * the step outlasts it or the value does not cycle (period 0): the integrals walk a cycle by it. */
+unsigned long long fake_cycle_step_end(double period, unsigned long long from, unsigned long long t1)
+{
+    if (period <= 0)
+        return t1;
+    unsigned long long step = (unsigned long long)((double)from / 1e6 / period) + 1;
+    unsigned long long boundary = (unsigned long long)((double)step * period * 1e6 + 0.5);
+    return boundary > from && boundary < t1 ? boundary : t1;
+}
+
 /* Copies into out the element of a cycling list "a,b,c@P" active at time t, i.e. element
  * floor(t/P) mod n; a value without a trailing "@<number>" is copied whole. */
 static void cycle_pick(const char *val, double t, char *out, size_t size)

@@ -158,10 +158,12 @@ def current_values(
     return out, raws
 
 
-def down_view(state: RootState, stalled: bool, integrators: Integrators) -> DeviceView | None:
-    """The view of a GPU that has no current values: not read yet, lost or vanished (its integrators
-    reset and its slow values dropped: a GPU that comes back starts afresh), or answered without a
-    value yet; None for a GPU with current values."""
+def device_view(
+    state: RootState, now: float, stalled: bool, plan: Plan, integrators: Integrators, interval: float
+) -> DeviceView:
+    """A GPU's view of this cycle: its current values (every entity it has, empty where nothing is
+    current), or none when it is not read yet, answered without a value yet, or lost or vanished (its
+    integrators reset and its slow values dropped: a GPU that comes back starts afresh)."""
     identity, result = state.identity, state.worker.result
     assert identity is not None
     empty: Values = {entity: {} for entity in identity_entities(identity)}
@@ -178,7 +180,8 @@ def down_view(state: RootState, stalled: bool, integrators: Integrators) -> Devi
         )
     if state.current is None:
         return DeviceView(identity, up=True, samples=empty, stalled=stalled, read_seconds=result.seconds)
-    return None
+    current, raw = current_values(state, now, plan, integrators, interval)
+    return DeviceView(identity, True, {**empty, **current}, stalled, result.seconds, raw)
 
 
 @dataclass

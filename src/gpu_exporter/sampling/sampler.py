@@ -44,8 +44,7 @@ from gpu_exporter.sampling.roots import (
     CycleNotes,
     RootState,
     current_values,
-    down_view,
-    identity_entities,
+    device_view,
 )
 from gpu_exporter.sampling.roster import Roster
 from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
@@ -383,21 +382,12 @@ class Sampler:
             state.current, state.current_at = converted, result.finished_at if converted is not None else None
 
     def _view(self, state: RootState, now: float, notes: CycleNotes) -> DeviceView:
-        identity = state.identity
-        assert identity is not None
-        worker = state.worker
-        stalled = worker.busy_since is not None and now - worker.busy_since > self._interval
+        busy_since = state.worker.busy_since
+        stalled = busy_since is not None and now - busy_since > self._interval
         if stalled:
             notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "gpu")
         self._take(state, notes)
-        down = down_view(state, stalled, self._integrators)
-        if down is not None:
-            return down
-        current, raw = self._current(state, now)
-        result = worker.result
-        assert result is not None  # down_view answers for a GPU not read yet
-        empty: _Values = {entity: {} for entity in identity_entities(identity)}
-        return DeviceView(identity, True, {**empty, **current}, stalled, result.seconds, raw)
+        return device_view(state, now, stalled, self._plan, self._integrators, self._interval)
 
     def _fabric_samples(self, now: float, notes: CycleNotes) -> dict[Entity, dict[str, float]]:
         state = self._fabric

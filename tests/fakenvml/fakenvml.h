@@ -126,6 +126,10 @@ nvmlReturn_t fake_shutdown(void);
 bool fake_initialized(void);
 double fake_elapsed(void);
 const struct fake_scenario *fake_scenario_now(void);   /* re-reads the file if it changed */
+/* Sleeps up to `seconds` or until the scenario file (seen->path) is rewritten, replaced, touched or
+ * removed: an inotify watch on its folder, as a real driver's waits sleep in the kernel. False, having
+ * slept not at all, where no watch can be set (no file, no inotify): the caller sleeps in slices. */
+bool fake_sleep_unless_changed(const struct fake_scenario *seen, double seconds);
 
 const char *fake_get(const struct fake_scenario *s, const char *key);
 /* The period of a cycling value "a,b,c@P" in seconds, 0 when it does not cycle. */

@@ -54,6 +54,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -420,6 +423,70 @@ const struct fake_scenario *fake_scenario_now(void)
     }
     pthread_mutex_unlock(&g_reload_mu);
     return s;
+}
+
+/* True when one inotify event in buf[0..len) names `base` (the scenario file) in the watched folder. */
+static bool names_file(const char *buf, ssize_t len, const char *base)
+{
+    for (ssize_t at = 0; at + (ssize_t)sizeof(struct inotify_event) <= len;) {
+        const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+        if (ev->len > 0 && strcmp(ev->name, base) == 0)
+            return true;
+        if (ev->mask & IN_Q_OVERFLOW)
+            return true;
+        at += (ssize_t)sizeof(struct inotify_event) + ev->len;
+    }
+    return false;
+}
+
+bool fake_sleep_unless_changed(const struct fake_scenario *seen, double seconds)
+{
+    if (!(seconds > 0))
+        return true;
+    char dir[PATH_MAX];
+    const char *path = seen->path;
+    const char *slash = path != NULL ? strrchr(path, '/') : NULL;
+    int fd = path != NULL ? inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
+    if (fd < 0)
+        return false;
+    size_t dir_len = slash == NULL ? 1 : (slash == path ? 1 : (size_t)(slash - path));
+    if (dir_len >= sizeof dir) {
+        close(fd);
+        return false;
+    }
+    if (slash == NULL)
+        memcpy(dir, ".", 2);
+    else {
+        memcpy(dir, slash == path ? "/" : path, dir_len);
+        dir[dir_len] = '\0';
+    }
+    const char *base = slash == NULL ? path : slash + 1;
+    if (inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) < 0) {
+        close(fd);
+        return false;
+    }
+    /* A rewrite between the caller's look and the watch: seen at once, not a sleep later. */
+    double deadline = fake_now_mono() + seconds;
+    while (fake_scenario_now() == seen) {
+        double left = deadline - fake_now_mono();
+        if (left <= 0)
+            break;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ready = poll(&pfd, 1, (int)(left * 1000.0) + 1);
+        if (ready < 0 && errno != EINTR)
+            break;
+        if (ready > 0) {
+            /* Drain; stop waiting when an event names the scenario file (others: another file there). */
+            char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+            bool changed = false;
+            for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+                changed = changed || names_file(buf, n, base);
+            if (changed)
+                break;
+        }
+    }
+    close(fd);
+    return true;
 }
 
 bool fake_initialized(void)

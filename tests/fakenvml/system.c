@@ -419,10 +419,11 @@ static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenar
     return found;
 }
 
-/* A real driver's wait sleeps in the kernel until an event or the timeout; the fake polls, and each
- * wake-up costs the waiting process CPU a real driver does not (tens of µs on a VM), so it sleeps
- * until the next Xid falls due or this long, whichever is sooner: a rewritten scenario is noticed
- * at most a slice late. */
+/* A real driver's wait sleeps in the kernel until an event or the timeout; each wake-up costs the
+ * waiting process CPU a real driver does not (tens of µs on a VM). The fake sleeps until the next Xid
+ * falls due, the timeout, or a change of the scenario file (an inotify watch), whichever is first;
+ * where no watch can be set it wakes every slice, so a rewritten scenario is noticed at most a slice
+ * late. */
 #define FAKE_EVENT_SLICE_S 0.25
 /* How soon a wait looks again while the earliest undelivered Xid is already due but was not delivered. */
 #define FAKE_EVENT_RECHECK_S 0.05
@@ -481,11 +482,15 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
         if (left <= 0)
             return NVML_ERROR_TIMEOUT;
         double slice = next_at - fake_elapsed(); /* wake when the next Xid falls due ... */
-        if (slice > FAKE_EVENT_SLICE_S)
-            slice = FAKE_EVENT_SLICE_S; /* ... or a slice later, to notice a rewritten scenario */
-        else if (slice <= 0)
+        if (slice <= 0)
             slice = FAKE_EVENT_RECHECK_S; /* due but not deliverable now (a lost or absent GPU's): no spin */
-        fake_sleep(left < slice ? left : slice);
+        else if (slice > left)
+            slice = left;
+        if (slice > FAKE_EVENT_RECHECK_S && fake_sleep_unless_changed(s, slice))
+            continue; /* ... or when the scenario file changes */
+        if (slice > FAKE_EVENT_SLICE_S)
+            slice = FAKE_EVENT_SLICE_S; /* without a watch: a slice later, to notice a rewritten scenario */
+        fake_sleep(slice);
     }
 }
 

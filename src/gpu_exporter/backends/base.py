@@ -111,6 +111,10 @@ class Request:
     cycle: int
     specs: tuple[MetricSpec, ...]
     asks: Callable[[str, str], bool] = field(default=lambda uid, key: True)
+    #: Row keys whose driver samples the pipeline integrates (the derivations' inputs): a backend with
+    #: sample buffers hands over only these rows' samples (of the others, the latest is the value);
+    #: None: every row's.
+    sampled: frozenset[str] | None = None
 
 
 @dataclass

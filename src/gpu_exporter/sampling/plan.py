@@ -39,6 +39,8 @@ class Plan:
         self._due: dict[tuple[str, tuple[bool, ...] | None], tuple[MetricSpec, ...]] = {}
         self._slow_everys = sorted(set(self.slow.values()))
         self._slow_due: dict[tuple[bool, ...] | None, tuple[str, ...]] = {}
+        #: The rows whose driver samples a derivation integrates (the first input, as derive reads them).
+        self.sampled = frozenset(spec.derive.inputs[0] for spec in specs if spec.derive and spec.derive.inputs)
 
     def wants(self, root: str) -> bool:
         """True when any row is read from roots of this kind (``gpu`` or ``fabric``)."""
@@ -52,7 +54,7 @@ class Plan:
             due = self._due[(root, pattern)] = tuple(
                 spec for spec in self._by_root[root] if everything or cycle % self._cycles[spec.key] == 0
             )
-        return Request(cycle, due, asks)
+        return Request(cycle, due, asks, self.sampled)
 
     def slow_due(self, cycle: int, everything: bool = False) -> tuple[str, ...]:
         """The slow-cadence row keys asked for in ``cycle`` (all of them in a root's first read)."""

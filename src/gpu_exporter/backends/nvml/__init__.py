@@ -158,7 +158,7 @@ class NvmlBackend:
         asks = request.asks
         # The rows asked of each entity (the unsupported memo consulted once per pair and read).
         gpu_asked = [row for row in gpu_rows if asks(gpu.uid, row.key)]
-        gpu_asked = self._buffers.take(reading, gpu, device, handle, gpu_asked)
+        gpu_asked = self._buffers.take(reading, gpu, device, handle, gpu_asked, request.sampled)
         links = []
         for link in device.nvlinks if link_rows else ():
             entity = model.nvlink(device.index, device.uuid, link)

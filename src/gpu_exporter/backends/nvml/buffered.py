@@ -12,7 +12,7 @@ import pynvml
 from gpu_exporter.backends.base import DeviceIdentity, DeviceLost, RawReading
 from gpu_exporter.backends.nvml.readers import Handle
 from gpu_exporter.backends.nvml.rows import Row
-from gpu_exporter.backends.nvml.samples import BUFFERED, REDUCED, SampleBuffers, Samples, reduce
+from gpu_exporter.backends.nvml.samples import BUFFERED, NO_SAMPLES, REDUCED, SampleBuffers, Samples, reduce
 from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.model import Entity
 
@@ -27,10 +27,17 @@ class BufferedReads:
         self.buffers = SampleBuffers()
 
     def take(
-        self, reading: RawReading, gpu: Entity, device: DeviceIdentity, handle: Handle, rows: list[Row]
+        self,
+        reading: RawReading,
+        gpu: Entity,
+        device: DeviceIdentity,
+        handle: Handle,
+        rows: list[Row],
+        sampled: frozenset[str] | None,
     ) -> list[Row]:
-        """Rows the driver keeps samples of, read from its buffers (each type once per read): the samples
-        since the last seen go to ``reading.samples`` and the latest is the row's value; the
+        """Rows the driver keeps samples of, read from its buffers (each type once per read): the latest
+        is the row's value, and for the rows in ``sampled`` (whose samples the pipeline integrates; None: all) the
+        samples since the last seen go to ``reading.samples``; the
         ``nvmlDeviceGetSamples`` rows are reduced from them (peak power, SM clock while busy). Returns
         the rows left for point reads: those of a type without a buffer (remembered, logged once) or
         whose call failed this time. A read that finds no new sample keeps the newest one seen as the
@@ -58,7 +65,7 @@ class BufferedReads:
                     continue
                 if any(samples is None for samples in series):
                     continue  # a call failed this time
-                value = reduce(row.source.selector, tuple(samples or [] for samples in series))
+                value = reduce(row.source.selector, tuple(samples or NO_SAMPLES for samples in series))
                 if value is not None:
                     out[row.key] = value
                 continue
@@ -69,7 +76,11 @@ class BufferedReads:
                 left.append(row)
                 continue
             out[row.key] = latest
-            reading.samples.setdefault(gpu, {})[row.key] = tuple((t / 1e6, value) for t, value in samples)
+            if sampled is None or row.key in sampled:
+                stamps, values = samples
+                reading.samples.setdefault(gpu, {})[row.key] = tuple(
+                    zip([t / 1e6 for t in stamps], values, strict=True)
+                )
         return left
 
     def _fetch(self, gpu: Entity, device: DeviceIdentity, handle: Handle, kind: int, row: Row) -> Samples | None:

@@ -15,11 +15,13 @@ answers 100, a buffer ``NOT_FOUND``). That, ``NOT_SUPPORTED`` or a missing symbo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from ctypes import byref, c_uint, c_ulonglong
 
 import pynvml
 
-from gpu_exporter.backends.nvml.readers import VALUE_MEMBERS, Handle
+from gpu_exporter.backends.nvml.field_memory import samples as decoded_samples
+from gpu_exporter.backends.nvml.readers import Handle
 
 CALL = "nvmlDeviceGetSamples"
 #: The most samples one call hands back (a driver's ring holds about 100 of a type).
@@ -43,21 +45,24 @@ REDUCED: dict[str, tuple[int, ...]] = {
 }
 BUSY_PERCENT = 10.0
 
-Samples = list[tuple[int, float]]
+#: One read's samples of a type: their timestamps (µs, the driver's clock) and raw values, oldest first.
+Samples = tuple[Sequence[int], Sequence[float]]
+NO_SAMPLES: Samples = ((), ())
 
 
 def reduce(selector: str, series: tuple[Samples, ...]) -> float | None:
     """One :data:`REDUCED` value from its types' samples of this read (in :data:`REDUCED`'s order);
     None when no sample qualifies."""
     if selector == "total_power_max":
-        return max((value for _t, value in series[0]), default=None)
-    clocks, utilization = series
+        return max(series[0][1], default=None)
+    (clock_stamps, clocks), (util_stamps, utilization) = series
     busy: list[float] = []
     at = 0
     current: float | None = None
-    for t, mhz in clocks:  # each clock sample with the latest utilisation sample at or before it
-        while at < len(utilization) and utilization[at][0] <= t:
-            current = utilization[at][1]
+    # each clock sample with the latest utilisation sample at or before it
+    for t, mhz in zip(clock_stamps, clocks, strict=True):
+        while at < len(utilization) and util_stamps[at] <= t:
+            current = utilization[at]
             at += 1
         if current is not None and BUSY_PERCENT <= current <= 100:
             busy.append(mhz)
@@ -80,7 +85,7 @@ class SampleBuffers:
         self._unsupported.add((uuid, kind))
 
     def read(self, uuid: str, handle: Handle, kind: int) -> Samples | None:
-        """(timestamp µs, raw value) of every sample newer than the last seen, oldest first; None when
+        """The timestamps (µs) and raw values of every sample newer than the last seen, oldest first; None when
         the first call finds the buffer empty (the driver keeps none of ``kind``); raises the NVMLError
         of the call (a later NOT_FOUND is an empty list)."""
         key = (uuid, kind)
@@ -92,18 +97,15 @@ class SampleBuffers:
             handle, pynvml._nvmlSamplingType_t(kind), c_ulonglong(last), byref(value_type), byref(count), buffer
         )
         if status == pynvml.NVML_ERROR_NOT_FOUND:
-            return None if key not in self._last else []
+            return None if key not in self._last else NO_SAMPLES
         if status != pynvml.NVML_SUCCESS:
             raise pynvml.NVMLError(status)
-        member = VALUE_MEMBERS.get(value_type.value, "uiVal")
-        samples = [
-            (int(buffer[i].timeStamp), float(getattr(buffer[i].sampleValue, member))) for i in range(count.value)
-        ]
-        if samples and samples[-1][0] >= last:
-            self._last[key], self._latest[key] = samples[-1][0], samples[-1][1]
+        stamps, values = decoded_samples(buffer, count.value, value_type.value)
+        if stamps and stamps[-1] >= last:
+            self._last[key], self._latest[key] = stamps[-1], float(values[-1])
         else:
             self._last[key] = last
-        return samples
+        return stamps, values
 
     def latest(self, uuid: str, kind: int) -> float | None:
         """The newest sample's raw value seen of ``kind``, if any."""

@@ -10,9 +10,10 @@ remembered per (entity, row). ``NOT_SUPPORTED`` on an entry is checked once agai
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import pynvml
 
@@ -131,6 +132,9 @@ class Wanted:
         return cls(entity, spec, (entity.uid, row), source, link, field_of(source, link))
 
 
+#: Bound of the kept request arrays (one per field list a read asks; cleared when exceeded).
+_REQUESTS_MAX = 1024
+
 # What a batch says about one value: a raw value, an entry's error, or CALL (ask the single call).
 CALL = object()
 Outcome: TypeAlias = object  # float | pynvml.NVMLError | CALL (pynvml is untyped)
@@ -143,6 +147,9 @@ class FieldBatcher:
     def __init__(self) -> None:
         self._use_call: set[tuple[str, str]] = set()  # (entity uid, row key)
         self._checked: set[tuple[str, str]] = set()  # NOT_SUPPORTED already checked against the call
+        # (field id, scope) pairs of a call → the request array's type and bytes, filled in once: pynvml's
+        # wrapper sets two attributes of every entry per call through Python (a read's field list repeats).
+        self._requests: dict[tuple[tuple[int, int], ...], tuple[Any, bytes]] = {}
 
     def read(self, handle: Handle, wanted: Sequence[Wanted]) -> tuple[dict[tuple[str, str], Outcome], list[Wanted]]:
         """Outcomes by (entity uid, row key) for every wanted value NVML offers as a field, and the
@@ -158,7 +165,7 @@ class FieldBatcher:
             return {}, []
         asked = [item for item, _field in entries]
         try:
-            values = pynvml.nvmlDeviceGetFieldValues(handle, [(fid, scope) for _item, (fid, scope) in entries])
+            values = self._call(handle, tuple(field for _item, field in entries))
         except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_NotSupported, pynvml.NVMLLibraryMismatchError):
             self._use_call.update(item.key for item in asked)
             return {}, asked
@@ -182,6 +189,26 @@ class FieldBatcher:
             else:
                 out[key] = value
         return out, asked
+
+    def _call(self, handle: Handle, fields: tuple[tuple[int, int], ...]) -> Any:
+        """``nvmlDeviceGetFieldValues`` for ``fields``, as pynvml's wrapper makes it, from a copy of the
+        request array kept for that list; raises the call's NVMLError."""
+        request = self._requests.get(fields)
+        if request is None:
+            if len(self._requests) >= _REQUESTS_MAX:
+                self._requests.clear()
+            kind = pynvml.c_nvmlFieldValue_t * len(fields)
+            array = kind()
+            for entry, (field_id, scope) in zip(array, fields, strict=True):
+                entry.fieldId, entry.scopeId = field_id, scope
+            request = self._requests[fields] = (kind, bytes(array))
+        kind, filled = request
+        values = kind.from_buffer_copy(filled)
+        function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")  # resolved by pynvml, cached there
+        status = function(handle, ctypes.c_int32(len(fields)), ctypes.byref(values))
+        if status != pynvml.NVML_SUCCESS:
+            raise pynvml.NVMLError(status)
+        return values
 
     def check_unsupported(self, key: tuple[str, str]) -> bool:
         """True the first time an entry answers NOT_SUPPORTED for ``key``: ask the single call once."""

@@ -4,6 +4,7 @@ unsupported memo fed with what the vendor answered."""
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from dataclasses import dataclass, field
 
@@ -99,8 +100,9 @@ def _samples(backend: str, key: str, samples: tuple[tuple[float, float], ...]) -
     if row is None:
         return ()
     _name, minimum, bound, numerator, denominator, _special = row
-    scaled = ((t, raw * numerator / denominator) for t, raw in samples if raw not in SENTINELS)
-    return tuple((t, v) for t, v in scaled if not v < minimum and (bound is None or v <= bound))
+    top = math.inf if bound is None else bound
+    scaled = [(t, raw * numerator / denominator) for t, raw in samples if raw not in SENTINELS]
+    return tuple(sample for sample in scaled if minimum <= sample[1] <= top)
 
 
 def group(entity: Entity) -> str:

@@ -98,15 +98,20 @@ class Integrators:
         if acc.at is None or acc.total is None:
             acc.total = 0.0  # the first read: a baseline (older samples came before the exporter)
         else:
-            previous = acc.sample_at
-            for t, value in series:
-                if previous is not None and t > previous:
+            previous, total = acc.sample_at, acc.total
+            integral = isinstance(rule, Integral)
+            below, above = (0.0, False) if isinstance(rule, Integral) else (rule.below, rule.above)
+            for t, value in series:  # a few hundred samples per GPU per read: the loop is kept lean
+                if previous is None:
+                    previous = t
+                elif t > previous:
                     span = min(t - previous, SAMPLE_GAP_SECONDS)
-                    if isinstance(rule, Integral):
-                        acc.total += value * span
-                    elif (value >= rule.below) == rule.above:
-                        acc.total += span * held
-                previous = t if previous is None else max(previous, t)
+                    if integral:
+                        total += value * span
+                    elif (value >= below) == above:
+                        total += span * held
+                    previous = t
+            acc.total = total
         acc.at, acc.sample_at = at, newest
 
     def _integrate(self, acc: _Accumulator, value: float | None, at: float) -> None:

@@ -60,6 +60,8 @@ FD_RESERVE = 64
 TLS_READ_BUFFER = 32 * 1024
 #: A new connection is not closed by the connection cap before it had this long to send its request.
 FRESH_GRACE = 0.5
+#: Seconds between looks for aggregated log lines to report, when no web config file is watched.
+FLUSH_SECONDS = 5.0
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
@@ -197,10 +199,11 @@ class Server(Exchange):
             self.web.reload()
 
     async def _housekeeping(self) -> None:
-        """Every second: notice changed web config files even without traffic, and report
-        aggregated log lines whose window ended."""
+        """Notice changed web config files even without traffic (every second, with a config file), and
+        report aggregated log lines whose minute-long window ended (every few seconds: a wake-up of an
+        otherwise idle process costs CPU)."""
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0 if self.web.path else FLUSH_SECONDS)
             self.web.current()
             flush_repeats()
 

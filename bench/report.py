@@ -198,8 +198,8 @@ def targets(
     }
     main = [total.get(Size(n).key) for n in (8, 64)]
     item(
-        f"(a) total CPU (gpu-exporter at its interval, nvitop-exporter at its; one OpenMetrics+gzip scrape every "
-        f"15 s) ≤ {TOTAL_RATIO_MAX:g}× nvitop-exporter's at 8 and 64 GPUs",
+        f"(a) total CPU (the headline: each exporter at its interval, one OpenMetrics+gzip scrape every 15 s in a "
+        f"full run) ≤ {TOTAL_RATIO_MAX:g}× nvitop-exporter's at 8 and 64 GPUs",
         total,
         [v <= TOTAL_RATIO_MAX for v in main if v is not None],
     )
@@ -276,7 +276,9 @@ def headline_table(
     interval, beside nvitop-exporter and the floor, with each system's driver calls per GPU per minute
     and the GPU utilisation samples it sees per GPU per minute against the driver's own count."""
     intervals = intervals or {}
-    shown = " / ".join(_num(intervals.get(system)) for system in (GPU_EXPORTER, NVITOP, FLOOR))
+    shown = " / ".join(
+        "–" if intervals.get(system) is None else f"{intervals[system]:g}" for system in (GPU_EXPORTER, NVITOP, FLOOR)
+    )
     head = (
         "| Host | interval, s: gpu-exporter / nvitop / floor | gpu-exporter CPU s / min "
         "| nvitop-exporter CPU s / min | gpu-exporter ÷ nvitop | floor CPU s / min | gpu-exporter ÷ floor "

@@ -1,15 +1,18 @@
 """The floor: a bare nvidia-ml-py loop that makes the driver calls gpu-exporter makes, and nothing else.
 
-No HTTP server, no conversion, no exposition: every interval it makes, per GPU, the calls of a
-plan measured from gpu-exporter's own trace on the same scenario (``rates``: calls per GPU per
-interval by C symbol; a rate of 0.4 is a call in two intervals of five, as gpu-exporter's every-5th
-rows), then sleeps to the next tick. The CPU it uses is what no exporter reading those values
-with nvidia-ml-py can go under. Calls that pynvml's wrapper would make twice (the process lists
-ask for their size first) are made once with a buffer, as gpu-exporter makes them; a symbol's
-second, third... call in one interval goes to the next MIG device (memory) or the next selector
-(clock type, PCIe counter, ...). It prints ``floor ready`` after the first interval.
+No HTTP server, no conversion, no exposition: every interval (gpu-exporter's, which the harness
+passes: by default its own 5 s) it makes, per GPU, the calls of a plan measured from gpu-exporter's
+own trace on the same scenario (``rates``: calls per GPU per gpu-exporter interval by C symbol; a
+rate of 0.4 is a call in two intervals of five, as gpu-exporter's every-5th rows), then sleeps to
+the next tick. The CPU it uses is what no exporter reading those values with nvidia-ml-py can go
+under. Calls that pynvml's wrapper would make twice (the process lists ask for their size first)
+are made once with a buffer, as gpu-exporter makes them; ``nvmlDeviceGetSamples`` is made as
+gpu-exporter makes it: one direct call per sampling type of the plan's ``sampling_types``, with a
+256-entry buffer and the last timestamp seen per (GPU, type), no size query. A symbol's second,
+third... call in one interval goes to the next MIG device (memory), the next sampling type or the
+next selector (clock type, PCIe counter, ...). It prints ``floor ready`` after the first interval.
 
-    python -m bench.floor --plan PLAN.json --interval 1
+    python -m bench.floor --plan PLAN.json --interval 5
 """
 
 from __future__ import annotations
@@ -53,9 +56,40 @@ def _utilization(handle: Handle) -> int:
     return int(function(handle, array, ctypes.byref(count), ctypes.c_ulonglong(0)))
 
 
-def _calls(fields: list[tuple[int, int]]) -> dict[str, Callable[[Handle, int], object]]:
+#: Entries of the sample buffer handed to nvmlDeviceGetSamples (gpu-exporter's CAPACITY).
+_SAMPLES = 256
+
+
+class _Samples:
+    """``nvmlDeviceGetSamples`` as gpu-exporter calls it: one call, a buffer of :data:`_SAMPLES`
+    entries, the last timestamp seen per (GPU, type); the ``n``-th call of an interval reads
+    ``types[n]`` (cycling)."""
+
+    def __init__(self, types: list[int]) -> None:
+        self.types = types or [pynvml.NVML_GPU_UTILIZATION_SAMPLES]
+        self.last: dict[tuple[int, int], int] = {}
+        self.function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetSamples")
+
+    def __call__(self, handle: Handle, n: int) -> int:
+        kind = self.types[n % len(self.types)]
+        key = (ctypes.cast(handle, ctypes.c_void_p).value or 0, kind)
+        buffer = (pynvml.c_nvmlSample_t * _SAMPLES)()
+        count, value_type = ctypes.c_uint(_SAMPLES), pynvml._nvmlValueType_t()
+        status = int(
+            self.function(
+                handle, pynvml._nvmlSamplingType_t(kind), ctypes.c_ulonglong(self.last.get(key, 0)),
+                ctypes.byref(value_type), ctypes.byref(count), buffer,
+            )
+        )  # fmt: skip
+        if status == pynvml.NVML_SUCCESS and count.value:
+            self.last[key] = int(buffer[count.value - 1].timeStamp)
+        return status
+
+
+def _calls(fields: list[tuple[int, int]], types: list[int]) -> dict[str, Callable[[Handle, int], object]]:
     """How to make the ``n``-th call of a symbol in one interval on a handle."""
     return {
+        "nvmlDeviceGetSamples": _Samples(types),
         "nvmlDeviceGetFieldValues": lambda h, _n: pynvml.nvmlDeviceGetFieldValues(h, fields),
         "nvmlDeviceGetClockInfo": lambda h, n: pynvml.nvmlDeviceGetClockInfo(h, _CLOCKS[n % 3]),
         "nvmlDeviceGetMaxClockInfo": lambda h, n: pynvml.nvmlDeviceGetMaxClockInfo(h, _CLOCKS[n % 3]),
@@ -90,7 +124,7 @@ def _generic(symbol: str) -> Callable[[Handle, int], object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True, help="JSON: rates by symbol, fields, MIG per GPU")
-    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--interval", type=float, default=5.0, help="gpu-exporter's interval, s")
     args = parser.parse_args(argv)
     plan = json.loads(args.plan.read_text())
     rates: dict[str, float] = plan["rates"]
@@ -107,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             except pynvml.NVMLError:
                 break
         migs.append(found)
-    table = _calls(fields)
+    table = _calls(fields, [int(kind) for kind in plan.get("sampling_types", [])])
     calls = {symbol: table.get(symbol) or _generic(symbol) for symbol in rates}
     cycle = 0
     next_tick = time.monotonic()

@@ -1,6 +1,8 @@
-"""One measurement point: a started system at one host size, measured once.
+"""One measurement point: a started system at one host size, measured once, at its own interval.
 
-Order (each step bounded in time): wait until it serves the last GPU → settle a few intervals →
+Order (each step bounded in time): wait until it serves the last GPU → settle a few of its own
+intervals (:meth:`Plan.interval`: gpu-exporter and the floor at gpu-exporter's, by default its own
+5 s; nvitop-exporter at 1 s) →
 warm-up scrapes → RSS "after warm-up" → an idle window with no scrapes (sampling CPU) → the
 **headline** window: as Prometheus uses an exporter, one scrape with Prometheus' Accept and
 Accept-Encoding headers every ``prometheus_every_s`` (CPU per minute, and each such scrape's
@@ -16,14 +18,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import procfs, wrk
-from bench.systems import PROMETHEUS_HEADERS, Running, Scrape, scrape, wait_floor, wait_ready
+from bench.systems import CEILING, NVITOP, PROMETHEUS_HEADERS, Running, Scrape, scrape, wait_floor, wait_ready
+from gpu_exporter.backends.nvml import NvmlBackend
+
+#: gpu-exporter's own interval on NVML (started without ``--collect-interval``).
+GPU_EXPORTER_DEFAULT_INTERVAL_S: float = NvmlBackend.default_interval
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How long and how much: the knobs of one measurement point."""
+    """How long and how much: the knobs of one measurement point.
 
-    interval_s: float = 1.0
+    Each system runs at its own interval: gpu-exporter at ``gpu_exporter_interval_s`` (None: started
+    without ``--collect-interval``, at its default :data:`GPU_EXPORTER_DEFAULT_INTERVAL_S`), the floor
+    at gpu-exporter's (it mirrors gpu-exporter's calls per interval), nvitop-exporter at
+    ``nvitop_interval_s``; :meth:`interval` is the effective one of a system (settle waits, counting).
+    The CPU windows (``idle_s``, ``prometheus_s``) are whole multiples of gpu-exporter's interval where
+    the defaults allow: 20 s and 30 s at its default 5 s; the run's ``_plan`` rounds the quick run's
+    3 s and 6 s up to whole intervals, and leaves windows given on the command line as they are.
+    """
+
+    gpu_exporter_interval_s: float | None = None
+    nvitop_interval_s: float = 1.0
     ready_timeout_s: float = 60.0
     settle_intervals: int = 3
     warmup_scrapes: int = 50
@@ -35,6 +51,12 @@ class Plan:
     concurrency: tuple[int, ...] = (1, 16)
     prometheus_s: float = 30.0
     prometheus_every_s: float = 15.0
+
+    def interval(self, system: str) -> float:
+        """The effective interval of ``system`` (the ceiling has none: gpu-exporter's)."""
+        if system == NVITOP:
+            return self.nvitop_interval_s
+        return GPU_EXPORTER_DEFAULT_INTERVAL_S if self.gpu_exporter_interval_s is None else self.gpu_exporter_interval_s
 
 
 def _series(body: bytes) -> int:
@@ -56,7 +78,8 @@ def measure(
     wait_ready(running, expect, plan.ready_timeout_s)
     ready_s = time.monotonic() - started
     scrapes_done += 1
-    time.sleep(plan.settle_intervals * plan.interval_s)
+    # the ceiling samples nothing: a second per settle interval, as before
+    time.sleep(plan.settle_intervals * (1.0 if running.system == CEILING else plan.interval(running.system)))
     for _ in range(plan.warmup_scrapes):
         scrape(url)
     scrapes_done += plan.warmup_scrapes
@@ -102,6 +125,7 @@ def measure(
         }
     alive = running.process.poll() is None
     figures: dict[str, Any] = {
+        "interval_s": plan.interval(running.system),
         "ready_s": ready_s,
         "exposition_bytes": len(exposition.body),
         "series": _series(exposition.body),
@@ -160,7 +184,7 @@ def measure_floor(running: Running, plan: Plan) -> dict[str, Any]:
     started = time.monotonic()
     wait_floor(running, plan.ready_timeout_s)
     ready_s = time.monotonic() - started
-    time.sleep(plan.settle_intervals * plan.interval_s)
+    time.sleep(plan.settle_intervals * plan.interval(running.system))
     window = _prometheus_window(running, plan, scrapes=False)
     return {
         "ready_s": ready_s,
@@ -169,5 +193,6 @@ def measure_floor(running: Running, plan: Plan) -> dict[str, Any]:
         "sampling_cpu_s_per_min": window["cpu_s_per_min"],
         "other_load_cores_during_idle": window["other_load_cores"],
         "rss_warm_bytes": procfs.rss_bytes(running.pid),
+        "interval_s": plan.interval(running.system),
         "alive_at_end": running.process.poll() is None,
     }

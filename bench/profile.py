@@ -141,11 +141,14 @@ def profile(
     idle_s: int,
     scrape_s: int,
     rate_hz: int = 250,
+    collect_interval_s: float | None = None,
 ) -> dict[str, Any]:
-    """Profile gpu-exporter at ``size``: idle window, then a window with one client scraping."""
+    """Profile gpu-exporter at ``size``: idle window, then a window with one client scraping.
+    ``interval_s`` is its effective interval; ``collect_interval_s`` what ``--collect-interval`` is
+    given (None: not given, gpu-exporter's default, which ``interval_s`` must then be)."""
     trace = workdir / f"nvml-trace-{size.key}.txt"
     trace.unlink(missing_ok=True)
-    running = start_gpu_exporter(fake_dir, scenario, interval_s, workdir, trace=trace)
+    running = start_gpu_exporter(fake_dir, scenario, collect_interval_s, workdir, trace=trace)
     try:
         wait_ready(running, expect, 60.0)
         time.sleep(2 * interval_s)
@@ -175,10 +178,12 @@ def profile(
     return {
         "size": size.key,
         "rate_hz": rate_hz,
+        "interval_s": interval_s,
         "idle": {
             "window_s": t1 - t0,
             "intervals": intervals,
             "nvml_calls_per_interval": idle_calls.total() / intervals,
+            "nvml_calls_per_minute": 60 * idle_calls.total() / (t1 - t0),
             "nvml_calls_per_interval_by_symbol": {name: n / intervals for name, n in idle_calls.most_common()},
             "cpu_ms_per_interval_procfs": 1000 * (cpu1 - cpu0) / intervals,
             **summarize(Stacks.read(idle_raw), rate_hz, intervals),
@@ -206,7 +211,8 @@ def nvitop_calls(
     workdir: Path,
     seconds: int,
 ) -> dict[str, Any]:
-    """NVML calls per interval that nvitop-exporter makes at ``size`` (no scrapes, no profiler)."""
+    """NVML calls per interval (its ``interval_s``) and per minute that nvitop-exporter makes at
+    ``size`` (no scrapes, no profiler)."""
     trace = workdir / f"nvml-trace-nvitop-{size.key}.txt"
     trace.unlink(missing_ok=True)
     running = start_nvitop(venv, fake_dir, scenario, interval_s, workdir, trace=trace)
@@ -221,6 +227,8 @@ def nvitop_calls(
     intervals = (t1 - t0) / interval_s
     calls = calls1 - calls0
     return {
+        "interval_s": interval_s,
+        "nvml_calls_per_minute": 60 * calls.total() / (t1 - t0),
         "nvml_calls_per_interval": calls.total() / intervals,
         "nvml_calls_per_interval_by_symbol": {name: n / intervals for name, n in calls.most_common()},
     }

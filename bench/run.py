@@ -1,5 +1,12 @@
 """Benchmark gpu-exporter against nvitop-exporter and a static-response ceiling, at 1 to 64 GPUs.
 
+Each exporter runs at its own interval: gpu-exporter at its default (started without
+``--collect-interval``: ``NvmlBackend.default_interval``, 5 s, reading the driver's sample buffers
+every read) or ``--gpu-exporter-interval S``; nvitop-exporter at ``--nvitop-interval S`` (1 s); the
+floor (``bench/floor.py``) at gpu-exporter's. The headline is CPU per minute with one OpenMetrics +
+gzip scrape every 15 s, beside each system's driver calls per GPU per minute and the GPU utilisation
+samples it sees per GPU per minute against the driver's own count (``bench/calls.py``).
+
 From the repository root, with the project venv::
 
     .venv/bin/python -m bench.run                 # full run (~24 min on 2 cores), writes bench/results/
@@ -17,6 +24,7 @@ import argparse
 import datetime
 import functools
 import json
+import math
 import os
 import shlex
 import signal
@@ -30,7 +38,7 @@ from typing import Any
 
 from bench import calls, procfs, report, wrk
 from bench.machine import describe
-from bench.measure import Plan, measure, measure_floor
+from bench.measure import GPU_EXPORTER_DEFAULT_INTERVAL_S, Plan, measure, measure_floor
 from bench.profile import nvitop_calls, profile
 from bench.scenarios import Size, gpu_uuid, write
 from bench.systems import (
@@ -89,10 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"GPU counts, NxK with MIG ({DEFAULT_SIZES})",
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
-    parser.add_argument("--interval", type=float, default=1.0, help="sampling interval of both exporters, s")
+    parser.add_argument(
+        "--gpu-exporter-interval",
+        type=float,
+        help=f"gpu-exporter's --collect-interval, s (default: none, its own {GPU_EXPORTER_DEFAULT_INTERVAL_S:g} s)",
+    )
+    parser.add_argument("--nvitop-interval", type=float, default=1.0, help="nvitop-exporter's --interval, s (1)")
     parser.add_argument("--no-nvitop-mig", action="store_true", help="skip nvitop-exporter at MIG sizes")
     parser.add_argument("--prometheus-seconds", type=float, help="headline window per point (default 30; 6 quick)")
-    parser.add_argument("--calls-seconds", type=float, help="traced window counting driver calls (default 8)")
+    parser.add_argument(
+        "--calls-seconds", type=float, help="traced window counting driver calls (default 10; whole intervals)"
+    )
     parser.add_argument("--idle-seconds", type=float, help="no-scrape window per point (default 20; 3 quick)")
     parser.add_argument("--latency-seconds", type=float, help="wrk duration per concurrency (default 5; 2 quick)")
     parser.add_argument("--scrapes", type=int, help="scrapes before the second RSS reading (default 10000)")
@@ -113,24 +128,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _whole(seconds: float, interval: float) -> float:
+    """``seconds`` rounded up to a whole number of ``interval``."""
+    return math.ceil(seconds / interval - 1e-9) * interval
+
+
 def _plan(args: argparse.Namespace) -> Plan:
+    """The run's plan. The idle and headline windows not given on the command line are rounded up to
+    whole gpu-exporter intervals (the defaults, 20 s and 30 s, already are at its 5 s; quick: 3 → 5 s
+    and 6 → 10 s)."""
     quick = args.quick
+    ours_flag, theirs = args.gpu_exporter_interval, args.nvitop_interval
     base = (
-        Plan(interval_s=args.interval, settle_intervals=2, warmup_scrapes=20, idle_s=3.0, ceiling_idle_s=2.0,
+        Plan(gpu_exporter_interval_s=ours_flag, nvitop_interval_s=theirs,
+             settle_intervals=2, warmup_scrapes=20, idle_s=3.0, ceiling_idle_s=2.0,
              scrapes=1_000, scrapes_max_s=3.0, latency_s=2.0, prometheus_s=6.0, prometheus_every_s=3.0)
         if quick
-        else Plan(interval_s=args.interval)
+        else Plan(gpu_exporter_interval_s=ours_flag, nvitop_interval_s=theirs)
     )  # fmt: skip
+    ours = base.interval(GPU_EXPORTER)
     return Plan(
-        interval_s=args.interval,
+        gpu_exporter_interval_s=ours_flag,
+        nvitop_interval_s=theirs,
         settle_intervals=base.settle_intervals,
         warmup_scrapes=base.warmup_scrapes,
-        idle_s=args.idle_seconds or base.idle_s,
+        idle_s=args.idle_seconds or _whole(base.idle_s, ours),
         ceiling_idle_s=min(base.ceiling_idle_s, args.idle_seconds or base.ceiling_idle_s),
         scrapes=args.scrapes or base.scrapes,
         scrapes_max_s=args.scrapes_max_seconds or base.scrapes_max_s,
         latency_s=args.latency_seconds or base.latency_s,
-        prometheus_s=args.prometheus_seconds or base.prometheus_s,
+        prometheus_s=args.prometheus_seconds or _whole(base.prometheus_s, ours),
         prometheus_every_s=base.prometheus_every_s,
     )
 
@@ -195,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spy = py_spy(cache, _log) if profile_sizes else None
         scenarios = {size.key: write(cache / "scenarios", size) for size in {*sizes, *profile_sizes}}
         machine = describe(REPO, venv / "bin" / "python" if venv else None, wrk.version(wrk_path))
-        counted = _count_calls(systems, sizes, plan, fake_dir, scenarios, venv, work, args.calls_seconds or 8.0)
+        counted = _count_calls(systems, sizes, plan, fake_dir, scenarios, venv, work, args.calls_seconds or 10.0)
         plans = {key: work / f"floor-plan-{key}.json" for key, entry in counted.items() if "floor_plan" in entry}
         points = _measure_all(
             systems, sizes, runs, plan, not args.no_nvitop_mig, fake_dir, scenarios, venv, wrk_path, work, plans
@@ -206,13 +233,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             _log(f"profiling gpu-exporter at {size.label}")
             expect = gpu_uuid(size.gpus - 1).encode()
             try:
+                ours = plan.interval(GPU_EXPORTER)
                 profiled = profile(
-                    size, expect, fake_dir, scenarios[size.key], plan.interval_s, spy, wrk_path, work,
-                    idle_s=3 if args.quick else 15, scrape_s=4 if args.quick else 8,
+                    size, expect, fake_dir, scenarios[size.key], ours, spy, wrk_path, work,
+                    idle_s=math.ceil(_whole(3 if args.quick else 15, ours)), scrape_s=4 if args.quick else 8,
+                    collect_interval_s=plan.gpu_exporter_interval_s,
                 )  # fmt: skip
                 if venv is not None:
                     profiled["nvitop"] = nvitop_calls(
-                        size, expect, venv, fake_dir, scenarios[size.key], plan.interval_s, work,
+                        size, expect, venv, fake_dir, scenarios[size.key], plan.nvitop_interval_s, work,
                         seconds=3 if args.quick else 10,
                     )  # fmt: skip
                 profiles.append(profiled)
@@ -234,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "systems": systems,
         "sizes": [s.key for s in sizes],
         "plan": {**plan.__dict__, "concurrency": list(plan.concurrency)},
+        # each system's effective interval, s (gpu-exporter's collect_interval_flag_s None: started
+        # without --collect-interval, at its own default)
+        "intervals": {system: plan.interval(system) for system in systems if system != CEILING},
+        "gpu_exporter_collect_interval_flag_s": plan.gpu_exporter_interval_s,
         "loadavg_before": load_before,
         "loadavg_after": procfs.loadavg(),
         "other_load_cores": report.stats(others) if others else None,
@@ -310,13 +343,14 @@ def _measure_all(
                 running: Running | None = None
                 point: dict[str, Any] = {"system": system, "size": size.key, "run": run}
                 try:
+                    scenario = scenarios[size.key]
                     if system == GPU_EXPORTER:
-                        running = start_gpu_exporter(fake_dir, scenarios[size.key], plan.interval_s, work)
+                        running = start_gpu_exporter(fake_dir, scenario, plan.gpu_exporter_interval_s, work)
                     elif system == NVITOP:
                         assert venv is not None
-                        running = start_nvitop(venv, fake_dir, scenarios[size.key], plan.interval_s, work)
+                        running = start_nvitop(venv, fake_dir, scenario, plan.nvitop_interval_s, work)
                     elif system == FLOOR:
-                        running = start_floor(plans[size.key], fake_dir, scenarios[size.key], plan.interval_s, work)
+                        running = start_floor(plans[size.key], fake_dir, scenario, plan.interval(FLOOR), work)
                     else:
                         assert body is not None
                         running = start_ceiling(body, content_type, work)
@@ -354,10 +388,11 @@ def _count_calls(
     systems: Sequence[str], sizes: Sequence[Size], plan: Plan, fake_dir: Path, scenarios: dict[str, Path],
     venv: Path | None, work: Path, seconds: float,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per size: driver calls per GPU per interval of gpu-exporter and nvitop-exporter (traced runs
-    of their own), the floor's plan from gpu-exporter's, and the floor's calls (a check)."""
+    """Per size: driver calls per GPU per minute (and per interval of each system's own) and GPU
+    utilisation samples seen of gpu-exporter and nvitop-exporter (traced runs of their own, each at
+    its interval), the floor's plan from gpu-exporter's, and the floor's calls (a check)."""
     out: dict[str, dict[str, Any]] = {}
-    interval = plan.interval_s
+    ours, theirs = plan.interval(GPU_EXPORTER), plan.interval(NVITOP)
     for size in sizes:
         expect = gpu_uuid(size.gpus - 1).encode()
         scenario = scenarios[size.key]
@@ -371,26 +406,26 @@ def _count_calls(
             if GPU_EXPORTER in systems:
                 _log(f"counting driver calls: gpu-exporter at {size.label}")
                 entry[GPU_EXPORTER] = calls.count(
-                    functools.partial(start_gpu_exporter, fake_dir, scenario, interval, work), ready,
-                    work / f"calls-gpu-exporter-{size.key}.txt", size.gpus, interval, seconds,
+                    functools.partial(start_gpu_exporter, fake_dir, scenario, plan.gpu_exporter_interval_s, work),
+                    ready, work / f"calls-gpu-exporter-{size.key}.txt", size.gpus, ours, seconds, mig=size.mig,
                 )  # fmt: skip
                 if FLOOR in systems:
                     floor = calls.floor_plan(entry[GPU_EXPORTER], size.mig, work / f"floor-plan-{size.key}.json")
                     # the plan itself, not its scratch file's path (a clone has no bench/.cache); its
                     # rates are this entry's gpu-exporter by_symbol
                     plan_used = json.loads(floor.read_text())
-                    entry["floor_plan"] = {"fields": plan_used["fields"], "mig": plan_used["mig"]}
+                    entry["floor_plan"] = {k: plan_used[k] for k in ("fields", "sampling_types", "mig")}
                     _log(f"counting driver calls: floor at {size.label}")
                     entry[FLOOR] = calls.count(
-                        functools.partial(start_floor, floor, fake_dir, scenario, interval, work),
+                        functools.partial(start_floor, floor, fake_dir, scenario, plan.interval(FLOOR), work),
                         lambda r: wait_floor(r, plan.ready_timeout_s),
-                        work / f"calls-floor-{size.key}.txt", size.gpus, interval, seconds,
+                        work / f"calls-floor-{size.key}.txt", size.gpus, plan.interval(FLOOR), seconds, mig=size.mig,
                     )  # fmt: skip
             if NVITOP in systems and venv is not None:
                 _log(f"counting driver calls: nvitop-exporter at {size.label}")
                 entry[NVITOP] = calls.count(
-                    functools.partial(start_nvitop, venv, fake_dir, scenario, interval, work), ready,
-                    work / f"calls-nvitop-{size.key}.txt", size.gpus, interval, seconds,
+                    functools.partial(start_nvitop, venv, fake_dir, scenario, theirs, work), ready,
+                    work / f"calls-nvitop-{size.key}.txt", size.gpus, theirs, seconds, mig=size.mig,
                 )  # fmt: skip
         except (SetupError, RuntimeError, OSError) as err:
             entry["error"] = str(err)[:2000]

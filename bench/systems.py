@@ -153,13 +153,14 @@ def _popen(system: str, command: list[str], env: dict[str, str], port: int, work
 
 
 def start_gpu_exporter(
-    fake_dir: Path, scenario: Path, interval_s: float, workdir: Path, trace: Path | None = None
+    fake_dir: Path, scenario: Path, interval_s: float | None, workdir: Path, trace: Path | None = None
 ) -> Running:
-    """``python -m gpu_exporter`` (the NVML backend, so a DCGM on this host is never picked)."""
+    """``python -m gpu_exporter`` (the NVML backend, so a DCGM on this host is never picked); with
+    ``interval_s`` None it is started without ``--collect-interval`` (its own default interval)."""
     port = free_port()
     command = [
         sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}",
-        "--collect-interval", f"{interval_s:g}s", "--backend", "nvml",
+        *(["--collect-interval", f"{interval_s:g}s"] if interval_s is not None else []), "--backend", "nvml",
     ]  # fmt: skip
     return _popen(GPU_EXPORTER, command, _child_env(fake_dir, scenario, trace), port, workdir)
 

@@ -32,7 +32,8 @@ FIELD_CALLS_PER_GPU = 1  # every field-backed value in one nvmlDeviceGetFieldVal
 def _per_gpu_calls(lines: list[str]) -> dict[str, collections.Counter[str]]:
     per_gpu: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for line in lines:
-        symbol, _, gpu = line.partition(" ")
+        symbol, _, rest = line.partition(" ")
+        gpu = rest.partition(" ")[0]  # nvmlDeviceGetSamples lines go on with "type=T n=N"
         if gpu.startswith("gpu") and not symbol.startswith("nvmlEventSetWait"):
             per_gpu[gpu][symbol] += 1
     return per_gpu

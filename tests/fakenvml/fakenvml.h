@@ -117,6 +117,9 @@ struct fake_call {
 void fake_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fake_warn_once(const char *key, const char *val, const char *why); /* once per key=value */
 void fake_trace(const char *sym, int gpu);
+/* nvmlDeviceGetSamples' line: `SYMBOL gpuN type=T n=N last=TS` (the sampling type, the samples handed
+ * out, the newest one's timestamp in µs or 0). */
+void fake_trace_samples(const char *sym, int gpu, unsigned type, unsigned n, unsigned long long last);
 void fake_sleep(double seconds);
 double fake_now_mono(void);
 unsigned long long fake_now_us(void);       /* wall clock, microseconds since 1970 */
@@ -150,6 +153,7 @@ void fake_decode_handle(nvmlDevice_t dev, int *gpu, int *mig);
 /* Prologue flags. */
 #define FAKE_MIG_OK 1u     /* the call is meaningful on a MIG handle */
 #define FAKE_BY_INDEX 2u   /* gpu came from an index argument: out of range is INVALID_ARGUMENT */
+#define FAKE_NO_TRACE 4u   /* the entry point writes its own trace line (after the call) */
 
 nvmlReturn_t fake_prologue(struct fake_call *c, const char *sym, int gpu, int mig, unsigned flags);
 nvmlReturn_t fake_system_prologue(const char *sym, const struct fake_scenario **s, double *t);

@@ -201,10 +201,16 @@ static void materialise(const struct fake_call *c, unsigned type, struct ring *r
         ring->next_k = k_now + 1;
 }
 
-nvmlReturn_t DECLDIR nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeenTimeStamp,
-                                          nvmlValueType_t *sampleValType, unsigned int *sampleCount, nvmlSample_t *samples)
+/* nvmlDeviceGetSamples without its trace line (the entry point below writes it, with the count). */
+static nvmlReturn_t get_samples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeenTimeStamp,
+                                nvmlValueType_t *sampleValType, unsigned int *sampleCount, nvmlSample_t *samples)
 {
-    DEVICE_PROLOGUE(device, 0);
+    struct fake_call c;
+    int gpu_, mig_;
+    fake_decode_handle(device, &gpu_, &mig_);
+    nvmlReturn_t r_ = fake_prologue(&c, "nvmlDeviceGetSamples", gpu_, mig_, FAKE_NO_TRACE);
+    if (r_ != NVML_SUCCESS)
+        return r_;
     REQUIRE(sampleCount != NULL && sampleValType != NULL);
     REQUIRE(samples == NULL || *sampleCount != 0);
     if ((unsigned)type >= NVML_SAMPLINGTYPE_COUNT || type == NVML_MODULE_POWER_SAMPLES)
@@ -246,6 +252,20 @@ nvmlReturn_t DECLDIR nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_
     *sampleCount = n;
     pthread_mutex_unlock(&g_lock);
     return NVML_SUCCESS;
+}
+
+/* Traced as `nvmlDeviceGetSamples gpuN type=T n=N last=TS`: the sampling type, the samples handed out
+ * (0 for the size query, NOT_FOUND or an error) and the newest one's timestamp (µs, 0 when none), so a
+ * trace accounts for every driver sample seen and the span of driver time they cover. */
+nvmlReturn_t DECLDIR nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeenTimeStamp,
+                                          nvmlValueType_t *sampleValType, unsigned int *sampleCount, nvmlSample_t *samples)
+{
+    nvmlReturn_t r = get_samples(device, type, lastSeenTimeStamp, sampleValType, sampleCount, samples);
+    int gpu, mig;
+    fake_decode_handle(device, &gpu, &mig);
+    unsigned n = r == NVML_SUCCESS && samples != NULL && sampleCount != NULL ? *sampleCount : 0;
+    fake_trace_samples(__func__, gpu, (unsigned)type, n, n > 0 ? samples[n - 1].timeStamp : 0);
+    return r;
 }
 
 /* The integral of `power.usage` (mW) over [t0, t1] µs, in mJ; a cycle is integrated step by step. */

@@ -165,20 +165,36 @@ static void trace_open(void)
     pthread_mutex_unlock(&g_trace_mu);
 }
 
-void fake_trace(const char *sym, int gpu)
+/* One trace line: the symbol, the GPU (or -), and ``extra`` when not NULL. */
+static void trace_line(const char *sym, int gpu, const char *extra)
 {
     if (!atomic_load(&g_trace_ready))
         trace_open();
     int fd = atomic_load(&g_trace_fd);
     if (fd < 0)
         return;
-    char line[192];
-    int n = gpu >= 0 ? snprintf(line, sizeof line, "%s gpu%d\n", sym, gpu) : snprintf(line, sizeof line, "%s -\n", sym);
+    char line[192], device[16] = "-";
+    if (gpu >= 0)
+        snprintf(device, sizeof device, "gpu%d", gpu);
+    int n = extra != NULL ? snprintf(line, sizeof line, "%s %s %s\n", sym, device, extra)
+                          : snprintf(line, sizeof line, "%s %s\n", sym, device);
     if (n > 0 && (size_t)n < sizeof line) {
         if (write(fd, line, (size_t)n) < 0) {
             /* Tracing is best effort; a failed write must not change the NVML result. */
         }
     }
+}
+
+void fake_trace(const char *sym, int gpu)
+{
+    trace_line(sym, gpu, NULL);
+}
+
+void fake_trace_samples(const char *sym, int gpu, unsigned type, unsigned n, unsigned long long last)
+{
+    char extra[80];
+    snprintf(extra, sizeof extra, "type=%u n=%u last=%llu", type, n, last);
+    trace_line(sym, gpu, extra);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -853,7 +869,8 @@ static nvmlReturn_t forced_error(const struct fake_call *c, const char *sym)
 
 nvmlReturn_t fake_prologue(struct fake_call *c, const char *sym, int gpu, int mig, unsigned flags)
 {
-    fake_trace(sym, gpu);
+    if (!(flags & FAKE_NO_TRACE))
+        fake_trace(sym, gpu);
     c->s = &g_empty;
     c->t = 0;
     c->gpu = gpu;

@@ -181,7 +181,8 @@ ROWS: tuple[MetricSpec, ...] = (
     _gauge(
         "gpu_power_peak_watts", "watts",
         "Highest board power among the driver's power samples (nvmlDeviceGetSamples NVML_TOTAL_POWER_SAMPLES, "
-        "every ~20 ms) since the previous read: the spikes a 1 s average hides", "power",
+        "every ~20 ms) since the previous read that the driver still holds (an H200 keeps the last 2.4 s): "
+        "the spikes a 1 s average hides", "power",
         NvmlSource("nvmlDeviceGetSamples", "total_power_max", _MILLI), None,
     ),
     _gauge(

@@ -173,11 +173,11 @@ static void trace_line(const char *sym, int gpu, const char *extra)
     int fd = atomic_load(&g_trace_fd);
     if (fd < 0)
         return;
-    char line[192], device[16] = "-";
-    if (gpu >= 0)
-        snprintf(device, sizeof device, "gpu%d", gpu);
-    int n = extra != NULL ? snprintf(line, sizeof line, "%s %s %s\n", sym, device, extra)
-                          : snprintf(line, sizeof line, "%s %s\n", sym, device);
+    char line[192];
+    const char *tail = extra != NULL ? extra : "";
+    const char *gap = extra != NULL ? " " : "";
+    int n = gpu >= 0 ? snprintf(line, sizeof line, "%s gpu%d%s%s\n", sym, gpu, gap, tail)
+                     : snprintf(line, sizeof line, "%s -%s%s\n", sym, gap, tail);
     if (n > 0 && (size_t)n < sizeof line) {
         if (write(fd, line, (size_t)n) < 0) {
             /* Tracing is best effort; a failed write must not change the NVML result. */

@@ -9,8 +9,8 @@ samples it sees per GPU per minute against the driver's own count (``bench/calls
 
 From the repository root, with the project venv::
 
-    .venv/bin/python -m bench.run                 # full run (~24 min on 2 cores), writes bench/results/
-    .venv/bin/python -m bench.run --quick         # smoke run (~3 min), writes bench/.cache/quick/
+    .venv/bin/python -m bench.run                 # full run (~50 min on 2 cores), writes bench/results/
+    .venv/bin/python -m bench.run --quick         # smoke run (a few minutes), writes bench/.cache/quick/
     .venv/bin/python -m bench.run --write-benchmarks   # full run, then refresh BENCHMARKS.md
 
 It needs gcc (for the fake libnvidia-ml.so.1), Debian's ``wrk`` (it says so if missing) and PyPI

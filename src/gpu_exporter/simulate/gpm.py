@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import math
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device, raw, system
-from gpu_exporter.simulate.library import Library
+from gpu_exporter.simulate.library import Library, PerLibrary
 from gpu_exporter.simulate.scenario import MAX_MIG, parse_float
 
 METRIC_MAX = 477  # NVML_GPM_METRIC_MAX in nvml.h 13.x
@@ -64,14 +63,7 @@ class _State:
     counters: dict[tuple[int, int], _Counters] = field(default_factory=dict)
 
 
-_STATES: weakref.WeakKeyDictionary[Library, _State] = weakref.WeakKeyDictionary()
-
-
-def _state(lib: Library) -> _State:
-    found = _STATES.get(lib)
-    if found is None:
-        found = _STATES[lib] = _State()
-    return found
+_state = PerLibrary(_State)
 
 
 def _round(x: float) -> int:

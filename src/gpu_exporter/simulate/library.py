@@ -15,9 +15,10 @@ import ctypes
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gpu_exporter.simulate import errors
 from gpu_exporter.simulate.scenario import MAX_GPUS, MAX_MIG, Scenario, load, parse_float, parse_uint, pick, stamp_of
@@ -185,3 +186,21 @@ class Library:
         if not 0 <= offset < MAX_GPUS * _SLOTS:
             return -1, -1
         return offset // _SLOTS, offset % _SLOTS - 1
+
+
+S = TypeVar("S")
+
+
+class PerLibrary(Generic[S]):
+    """State a simulator module keeps per :class:`Library` (the GPM samples, the sample rings), made by
+    ``make`` at first use and dropped with the library."""
+
+    def __init__(self, make: Callable[[], S]) -> None:
+        self._states: weakref.WeakKeyDictionary[Library, S] = weakref.WeakKeyDictionary()
+        self._make = make
+
+    def __call__(self, lib: Library) -> S:
+        found = self._states.get(lib)
+        if found is None:
+            found = self._states[lib] = self._make()
+        return found

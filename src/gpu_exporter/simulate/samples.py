@@ -13,7 +13,6 @@ since init.
 from __future__ import annotations
 
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from gpu_exporter.simulate import abi, errors
 from gpu_exporter.simulate.call import Call, device
 from gpu_exporter.simulate.device import ABSURD_UTILIZATION
-from gpu_exporter.simulate.library import Library
+from gpu_exporter.simulate.library import PerLibrary
 from gpu_exporter.simulate.scenario import parse_float
 
 SAMPLING_TYPE_COUNT = 10  # NVML_SAMPLINGTYPE_COUNT
@@ -65,14 +64,7 @@ class _State:
     epoch_us: int | None = None  # wall-clock µs at init
 
 
-_STATES: weakref.WeakKeyDictionary[Library, _State] = weakref.WeakKeyDictionary()
-
-
-def _state(lib: Library) -> _State:
-    found = _STATES.get(lib)
-    if found is None:
-        found = _STATES[lib] = _State()
-    return found
+_state = PerLibrary(_State)
 
 
 def _unsupported(c: Call, name: str) -> bool:

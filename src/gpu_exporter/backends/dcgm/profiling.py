@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gpu_exporter.backends.dcgm.adapter import (
+from gpu_exporter.backends.dcgm.errors import (
     DcgmConnectionLost,
     DcgmError,
     DcgmModuleNotLoaded,

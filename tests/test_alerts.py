@@ -39,7 +39,7 @@ from gpu_exporter.catalogue import (
     Detail,
     detailed,
 )
-from tests.harness import REPO, free_port, start
+from tests.harness import REPO, served, start
 
 ALERTS = REPO / "alerts"
 ALERT_RULES = ALERTS / "gpu-alerts.rules.yml"
@@ -467,44 +467,16 @@ def alertmanager_config(webhooks: str, group_wait: str) -> dict[str, Any]:
 
 
 @contextmanager
-def process(command: list[str], log: Path, ready: str, timeout: float = 30) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``command`` with output to ``log``, wait until GET ``ready`` answers 200, stop it by PID."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                assert proc.poll() is None, f"{command[0]} exited:\n{log.read_text()}"
-                try:
-                    if httpx.get(ready, timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, f"{command[0]} not ready in {timeout}s:\n{log.read_text()}"
-                time.sleep(0.1)
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-
-
-@contextmanager
 def alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[str]:
     """A real Alertmanager on 127.0.0.1 (clustering off, storage in tmp); yields its URL."""
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config))
     check = run(tool("amtool"), "check-config", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     command = [tool("prometheus-alertmanager", "alertmanager"), f"--config.file={path}",
-               f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
+               f"--storage.path={tmp_path / 'am-data'}", "--web.listen-address=127.0.0.1:0",
                "--cluster.listen-address="]  # fmt: skip
-    with process(command, tmp_path / "alertmanager.log", f"{url}/-/ready"):
+    with served(command, tmp_path / "alertmanager.log", "/-/ready") as url:
         yield url
 
 
@@ -589,7 +561,6 @@ def test_end_to_end_exporter_prometheus_alertmanager(fakenvml_dir: Path, tmp_pat
             Webhooks().running() as hooks,
             alertmanager(tmp_path, alertmanager_config(hooks.url, f"{group_wait}s")) as am_url,
         ):
-            prom_port = free_port()
             config = tmp_path / "prometheus.yml"
             config.write_text(yaml.safe_dump({
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -601,8 +572,8 @@ def test_end_to_end_exporter_prometheus_alertmanager(fakenvml_dir: Path, tmp_pat
             check = run(tool("promtool"), "check", "config", str(config))
             assert check.returncode == 0, check.stdout + check.stderr
             command = [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'prom-data'}",
-                       f"--web.listen-address=127.0.0.1:{prom_port}"]  # fmt: skip
-            with process(command, tmp_path / "prometheus.log", f"http://127.0.0.1:{prom_port}/-/ready"):
+                       "--web.listen-address=127.0.0.1:0"]  # fmt: skip
+            with served(command, tmp_path / "prometheus.log", "/-/ready") as prom_url:
                 instance = f"127.0.0.1:{exporter.port}"
                 base = {"job": "gpu-exporter", "instance": instance}
                 pager = {
@@ -650,7 +621,7 @@ def test_end_to_end_exporter_prometheus_alertmanager(fakenvml_dir: Path, tmp_pat
                         assert instance in alert["annotations"]["description"]
 
                 # The recording rules run on the same data.
-                counts = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/query",
+                counts = httpx.get(f"{prom_url}/api/v1/query",
                                    params={"query": "instance:gpu_info:count"}, timeout=5).json()  # fmt: skip
                 assert [sample["value"][1] for sample in counts["data"]["result"]] == ["3"]
     finally:

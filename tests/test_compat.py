@@ -19,7 +19,18 @@ import pytest
 from gpu_exporter.cli import parse_settings
 from gpu_exporter.compat.counters import CountersError, defaults, load, parse
 from gpu_exporter.options import OPTIONS
-from tests.harness import ENERGY, REPO, SCENARIOS, Exporter, energy_in_range, free_port, samples, start, value
+from tests.harness import (
+    ENERGY,
+    REPO,
+    SCENARIOS,
+    TOOLKIT_LISTENING,
+    Exporter,
+    bound_port,
+    energy_in_range,
+    samples,
+    start,
+    value,
+)
 from tests.test_exporter_e2e import scenario_values
 
 FIXTURE = REPO / "tests" / "fixtures" / "default-counters.csv"
@@ -295,7 +306,6 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
     exporter = start(
         fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(FIXTURE), "-c", "500", "--collector.profiling"
     )
-    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s}\nscrape_configs:\n"
@@ -304,9 +314,10 @@ def test_dashboard_12239_queries_on_a_real_prometheus(fakenvml_dir: Path, tmp_pa
     with (tmp_path / "prometheus.log").open("wb") as log:
         server = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+             "--web.listen-address=127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
+        port = bound_port(tmp_path / "prometheus.log", lambda: server.poll() is None, TOOLKIT_LISTENING)
         results: dict[str, list[dict[str, object]]] = {}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

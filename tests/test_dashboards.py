@@ -31,7 +31,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
 from gpu_exporter.catalogue import FAMILIES, SWITCH_METRICS, Detail
 from gpu_exporter.options import OPTIONS
-from tests.harness import REPO, SCENARIOS, Exporter, free_port, start
+from tests.harness import REPO, SCENARIOS, TOOLKIT_LISTENING, Exporter, bound_port, start
 from tests.test_alerts import _MATCHER, _SELECTOR, catalogue_labels, metric_names
 
 DASHBOARDS = REPO / "dashboards"
@@ -501,7 +501,6 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
     host_a, host_b = tmp_path / "host-a.scn", tmp_path / "host-b.scn"
     host_a.write_text((SCENARIOS / "h100x4.scn").read_text() + HOST_A_EXTRA)
     host_b.write_text((SCENARIOS / "mig.scn").read_text() + HOST_B_EXTRA)
-    port = free_port()
     exporters: list[Exporter] = []
     log_path = tmp_path / "prometheus.log"
     server: subprocess.Popen[bytes] | None = None
@@ -518,7 +517,7 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
         with log_path.open("wb") as log:  # Prometheus starts while the exporters do; they join by file.
             server = subprocess.Popen(
                 [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
+                 "--web.listen-address=127.0.0.1:0"],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         jobs = tmp_path / "jobs"
@@ -542,6 +541,7 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
         written = tmp_path / "targets.new"
         written.write_text(json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]))
         os.replace(written, targets)
+        port = bound_port(log_path, lambda: server is not None and server.poll() is None, TOOLKIT_LISTENING)
         _wait(port, 'count(up{job="gpu-exporter"} == 1) == 2', log_path)
         _wait(port, 'gpu_xid_errors_all_codes_total{gpu="3"} == 0', log_path)
         _wait(port, 'gpu_allocation_info{hpc_job="hpc-9"}', log_path)

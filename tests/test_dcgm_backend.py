@@ -59,7 +59,7 @@ from tests.dcgmfake import (
     int64,
     string,
 )
-from tests.harness import SCENARIOS, Labels, free_port, samples, start, value
+from tests.harness import SCENARIOS, Labels, samples, start, value
 
 ALL = frozenset(DEFAULT_COLLECTORS | {"profiling"})
 PROFILING_FIELDS = frozenset(range(1001, 1013))
@@ -697,7 +697,7 @@ def test_backend_dcgm_exits_non_zero_with_an_actionable_message(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_EXPORTER_")}
     env["DCGM_PYTHON_PATH"] = str(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "gpu_exporter", "--backend", "dcgm", "--web.listen-address", f"127.0.0.1:{free_port()}"],
+        [sys.executable, "-m", "gpu_exporter", "--backend", "dcgm", "--web.listen-address", "127.0.0.1:0"],
         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr

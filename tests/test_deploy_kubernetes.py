@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from gpu_exporter.cli import build_parser
-from tests.harness import REPO, SCENARIOS, free_port, start
+from tests.harness import REPO, SCENARIOS, bound_port, start
 from tests.harness import tool as harness_tool
 
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
@@ -303,15 +303,15 @@ def test_tls_overlay_web_config_serves_https(fakenvml_dir: Path, tmp_path: Path)
     checked = subprocess.run([promtool, "check", "web-config", str(config_file)], capture_output=True, text=True,
                              timeout=60, check=False)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    port = free_port()
     log = tmp_path / "exporter.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_"))}
     env.update(LD_LIBRARY_PATH=str(fakenvml_dir), FAKE_NVML_SCENARIO=str(SCENARIOS / "h100x4.scn"))
-    command = [sys.executable, "-m", "gpu_exporter", f"--web.listen-address=127.0.0.1:{port}",
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address=127.0.0.1:0",
                f"--web.config.file={config_file}"]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
     try:
+        port = bound_port(log, lambda: proc.poll() is None)
         deadline = time.monotonic() + 30
         while True:
             assert proc.poll() is None, log.read_text()

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.harness import REPO, SCENARIOS, free_port, start
-from tests.test_alerts import process, tool, wait_until
+from tests.harness import REPO, SCENARIOS, served, start
+from tests.test_alerts import tool, wait_until
 
 HERE = REPO / "deploy" / "prometheus"
 STATIC = HERE / "prometheus.static.yml"
@@ -82,11 +82,10 @@ def test_static_example_scraped_by_a_real_prometheus(fakenvml_dir: Path, tmp_pat
         config["global"].update(scrape_interval="1s", evaluation_interval="1s")
         path = with_rules(tmp_path, config)
         check(path)
-        port = free_port()
-        api = f"http://127.0.0.1:{port}/api/v1"
         command = [tool("prometheus"), f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                   f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
-        with process(command, tmp_path / "prometheus.log", f"http://127.0.0.1:{port}/-/ready"):
+                   "--web.listen-address=127.0.0.1:0"]  # fmt: skip
+        with served(command, tmp_path / "prometheus.log", "/-/ready") as url:
+            api = f"{url}/api/v1"
 
             def query(expr: str) -> list[dict[str, Any]]:
                 result: list[dict[str, Any]] = httpx.get(f"{api}/query", params={"query": expr}, timeout=5).json()[

@@ -9,6 +9,7 @@ test's own (``CONTAINERS_CONF``), on the host network bound to 127.0.0.1, and ar
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from gpu_exporter.compat.counters import DEFAULT_COUNTERS_CSV
-from tests.harness import REPO, SCENARIOS, free_port, samples
+from tests.harness import EXPORTER_LISTENING, REPO, SCENARIOS, samples
 from tests.harness import tool as harness_tool
 
 BASE_IMAGE = "localhost/gpu-exporter-test-base:bookworm"
@@ -140,24 +141,31 @@ def test_image_files(podman: list[str], image: str) -> None:
     assert rest.split() == ["no-secret", "no-pip"]
 
 
+_containers = itertools.count(1)
+
+
 class Container:
     """A detached container of the image on the host network, bound to 127.0.0.1."""
 
     def __init__(self, podman: list[str], image: str, mount: Path, *args: str) -> None:
         self.podman = podman
-        self.port = free_port()
-        self.name = f"gpu-exporter-test-{os.getpid()}-{self.port}"
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.name = f"gpu-exporter-test-{os.getpid()}-{next(_containers)}"
         command = [
             *podman, "run", "--detach", "--name", self.name, "--network", "host",
             "--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--volume", f"{mount}:/opt/fakenvml:ro", "--env", "LD_LIBRARY_PATH=/opt/fakenvml",
             "--env", "FAKE_NVML_SCENARIO=/opt/fakenvml/host.scn",
-            image, "--web.listen-address", f"127.0.0.1:{self.port}", *args,
+            image, "--web.listen-address", "127.0.0.1:0", *args,
         ]  # fmt: skip
         started = run(*command)
         assert started.returncode == 0, started.stderr
         deadline = time.monotonic() + 60
+        while not (listening := EXPORTER_LISTENING.search(self.logs().encode())):
+            assert time.monotonic() < deadline, f"container did not listen in 60 s:\n{self.logs()}"
+            assert self.state()["Running"], f"container exited:\n{self.logs()}"
+            time.sleep(0.2)
+        self.port = int(listening.group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
         while True:
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import SCENARIOS, free_port, start
+from tests.harness import SCENARIOS, TOOLKIT_LISTENING, bound_port, start
 
 
 def _query(port: int, promql: str) -> list[dict[str, object]]:
@@ -23,7 +23,6 @@ def test_prometheus_query_returns_scenario_value_in_base_units(fakenvml_dir: Pat
     binary = shutil.which("prometheus")
     assert binary, "prometheus not found: run scripts/test, which installs Debian's prometheus package"
     exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "500ms")
-    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
@@ -33,10 +32,11 @@ def test_prometheus_query_returns_scenario_value_in_base_units(fakenvml_dir: Pat
     log = (tmp_path / "prometheus.log").open("wb")
     server = subprocess.Popen(
         [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+         "--web.listen-address=127.0.0.1:0"],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
+        port = bound_port(tmp_path / "prometheus.log", lambda: server.poll() is None, TOOLKIT_LISTENING)
         deadline = time.monotonic() + 60
         power: list[dict[str, object]] = []
         while time.monotonic() < deadline and not power:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import SCENARIOS, Exporter, free_port
+from tests.harness import SCENARIOS, Exporter
 from tests.webtls import launch
 
 
@@ -84,7 +84,7 @@ def test_signals_while_starting(fakenvml_dir: Path, tmp_path: Path, delay: float
     """Once the program runs (its first log line), a SIGHUP while starting is ignored and a SIGTERM
     still ends with exit 0 and no traceback."""
     env = {"LD_LIBRARY_PATH": str(fakenvml_dir), "FAKE_NVML_SCENARIO": str(SCENARIOS / "h100x4.scn")}
-    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{free_port()}"]
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", "127.0.0.1:0"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
     assert process.stdout is not None
     first = process.stdout.readline()

@@ -29,7 +29,7 @@ from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import field_id
 from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, ConfigError, Settings, collector_env, load
 from gpu_exporter.files import FileProblem, quote, read_text
-from gpu_exporter.http.server import BindError, Server, listen
+from gpu_exporter.http.server import BindError, Server, bound_address, listen
 from gpu_exporter.http.webconfig import WebConfigError, WebConfigSource
 from gpu_exporter.logs import flush_repeats, setup
 from gpu_exporter.options import OPTIONS
@@ -279,7 +279,7 @@ def _main(argv: Sequence[str] | None) -> int:
     log.info(
         "gpu-exporter %s listening on %s (%s), sampling every %gs",
         __version__,
-        settings.listen_address,
+        bound_address(settings, sock),
         scheme,
         settings.collect_interval,
     )

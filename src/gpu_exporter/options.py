@@ -66,8 +66,10 @@ def _file_name(value: str) -> str:
 
 def _listen_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError("HOST:PORT or :PORT with a port from 1 to 65535, e.g. :9400 or 127.0.0.1:9400")
+    # Port 0 asks the kernel for a free port; the "listening on" start-up line names the one it gave
+    # (tests bind port 0 and read it there, so no port is chosen by one process and bound by another).
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError("HOST:PORT or :PORT with a port from 0 (any free port) to 65535, e.g. :9400 or 127.0.0.1:9400")
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         raise ValueError("an IPv6 host in brackets, e.g. [::1]:9400")
     return value
@@ -132,6 +134,8 @@ def _kubelet_url(value: str) -> str:
 def _optional_address(value: str) -> str:
     """HOST:PORT, also as dcgm-exporter's ``tcp://HOST:PORT`` (``-r``)."""
     value = value.removeprefix("tcp://")
+    if value and value.rpartition(":")[2].lstrip("0") == "":
+        raise ValueError("HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:5555")
     return _listen_address(value) if value else ""
 
 
@@ -186,7 +190,8 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("--web.listen-address", "listen_address", ("web", "listen-address"), _listen_address,
-           "Address to serve HTTP on (default :9400, every interface).", "HOST:PORT",
+           "Address to serve HTTP on (default :9400, every interface; port 0: any free port, which the start-up "
+           "line names).", "HOST:PORT",
            aliases=("-a", "--address"), env_aliases=("DCGM_EXPORTER_LISTEN",)),
     Option("--web.telemetry-path", "telemetry_path", ("web", "telemetry-path"), _telemetry_path,
            "Path of the metrics endpoint (default /metrics).", "PATH"),

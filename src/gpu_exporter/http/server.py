@@ -91,6 +91,12 @@ def listen(settings: Settings) -> socket.socket:
     return sock
 
 
+def bound_address(settings: Settings, sock: socket.socket) -> str:
+    """The configured listen address with the port the kernel gave (the same unless it was 0)."""
+    host = settings.listen_address.rpartition(":")[0]
+    return f"{host}:{sock.getsockname()[1]}"
+
+
 def connection_cap(wanted: int) -> int:
     """``wanted`` capped well below the soft file limit (raised to the hard one first, as Go does)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -190,6 +190,21 @@ def start(
     raise AssertionError(f"exporter did not answer {wait_for} with 200 in 30 s:\n{exporter.log()}")
 
 
+def scrape_until(
+    exporter: Exporter, check: Callable[[dict[str, dict[Labels, float]]], bool], timeout: float = 15.0
+) -> dict[str, dict[Labels, float]]:
+    """Scrape until ``check`` holds on the parsed exposition (the event a test waits for, e.g. every GPU's
+    first read); fail with the last scrape otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parsed = samples(exporter.metrics())
+        if check(parsed):
+            return parsed
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout}s; last scrape:\n{exporter.metrics()}")
+        time.sleep(0.1)
+
+
 def samples(text: str) -> dict[str, dict[Labels, float]]:
     """Parse an exposition into {sample name: {labels: value}}."""
     parsed: dict[str, dict[Labels, float]] = {}

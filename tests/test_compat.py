@@ -18,7 +18,7 @@ import pytest
 
 from gpu_exporter.cli import parse_settings
 from gpu_exporter.compat.counters import CountersError, defaults, load, parse
-from gpu_exporter.options import OPTIONS
+from gpu_exporter.config import OPTIONS
 from tests.harness import (
     ENERGY,
     REPO,

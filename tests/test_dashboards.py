@@ -30,7 +30,7 @@ from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
 from gpu_exporter.catalogue import FAMILIES, SWITCH_METRICS, Detail
-from gpu_exporter.options import OPTIONS
+from gpu_exporter.config import OPTIONS
 from tests.harness import REPO, SCENARIOS, TOOLKIT_LISTENING, Exporter, bound_port, start
 from tests.test_alerts import _MATCHER, _SELECTOR, catalogue_labels, metric_names
 

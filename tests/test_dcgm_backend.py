@@ -14,7 +14,7 @@ import pytest
 
 from gpu_exporter.app import not_ready_reason
 from gpu_exporter.assemble import bare_sampler
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm import adapter as adapter_module
 from gpu_exporter.backends.dcgm.adapter import DCGM3_BINDINGS, DCGM4_BINDINGS, DcgmAdapter

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.fields import wanted_fields
 from gpu_exporter.backends.dcgm.releases import KNOWN, known_ids, parse_version

@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.harness import SCENARIOS, Exporter, Labels, samples, start, value
+from tests.harness import scrape_until as wait_for
 
 Parsed = dict[str, dict[Labels, float]]
-
-
-def wait_for(exporter: Exporter, check: Callable[[Parsed], bool], timeout: float = 15.0) -> Parsed:
-    """Scrape until ``check`` holds on the parsed exposition; fail with the last scrape otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        parsed = samples(exporter.metrics())
-        if check(parsed):
-            return parsed
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout}s; last scrape:\n{exporter.metrics()}")
-        time.sleep(0.1)
 
 
 def rewrite(path: Path, text: str) -> None:

@@ -90,7 +90,14 @@ def test_dcgm_exporter_mode_puts_pod_labels_on_exclusively_allocated_gpus(
         *_flags(kubelet),
     )  # fmt: skip
     try:
-        parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", pod="trainer-0") is not None)
+        # Every GPU read (each GPU's first read lands on its own) and the pods joined.
+        parsed = wait_for(
+            exporter,
+            lambda p: (
+                value(p, "DCGM_FI_DEV_GPU_TEMP", pod="trainer-0") is not None
+                and {dict(labels)["gpu"] for labels in p.get("DCGM_FI_DEV_GPU_TEMP", {})} == {"0", "1", "2", "3"}
+            ),
+        )
         assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="0", pod="trainer-0", namespace="ml", container="main") == 71
         assert value(parsed, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="viz-1") is not None
         # GPU 2 is shared by two pods: no copy per pod, no pod label

@@ -1,8 +1,10 @@
 """The package's layers as a test: every import in ``src/gpu_exporter`` goes down (or sideways within
-its own room), as the README's Layout section describes. Bottom up: the catalogue and the entity model; the
-backends; sampling (over ``backends.base`` only); attribution, exposition and status over sampling;
-compat over exposition; the commands; ``http`` knows nothing of GPUs; ``assemble``, ``app`` and
-``cli`` compose them. A named exception says why it is one.
+its own room), as the README's Layout section describes. Bottom up: the catalogue, the entity model and the
+option rows; the backends (and their registry); sampling (over ``backends.base`` only); attribution,
+exposition and status over sampling; the simulator; compat over exposition; the settings; the commands;
+``http`` knows nothing of GPUs; ``assemble`` (the composition root), ``app`` and ``cli`` compose them. A
+named exception says why it is one, and no chain of imports, exceptions included, leads from a room back
+to itself (imports inside functions count).
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ _SAMPLED = (*_BELOW_SAMPLING, "sampling")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "catalogue": (),
     "model": ("catalogue",),
-    "backends": ("catalogue", "model"),
-    "simulate": ("catalogue", "model", "backends.base"),
+    "options": ("catalogue",),
+    "backends": ("catalogue", "model", "options"),
     "sampling": _BELOW_SAMPLING,
-    "attribution": (*_SAMPLED, "config"),
+    "attribution": _SAMPLED,
+    "simulate": ("catalogue", "model", "backends", "options"),
     "exposition": _SAMPLED,
     "status": _SAMPLED,
     "compat": (*_SAMPLED, "exposition"),
-    "options": ("catalogue",),
-    "config": ("catalogue", "options"),
+    "config": ("catalogue", "options", "backends.registry", "simulate"),
     "http": ("config",),
-    "assemble": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "config"),
+    "assemble": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "config", "simulate"),
     "commands": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "status", "assemble", "config"),
     "app": (*_SAMPLED, "backends", "attribution", "exposition", "compat", "status", "assemble", "config", "http"),
     "cli": ("catalogue", "model", "backends", "sampling", "attribution", "exposition", "status", "compat", "config",
@@ -40,14 +42,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 #: (importing module, imported module or room) → why the import may cross the layers.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("backends.registry", "config"): "the registry chooses and configures a backend from the settings",
-    ("backends.registry", "simulate"): "--simulate is a library the NVML backend loads in place of libnvidia-ml",
     ("simulate.processes", "attribution.procfs"): "a scenario's processes answer as /proc does (its protocol)",
-    ("attribution.join", "simulate"): "a scenario names its own processes when no /proc is given",
     ("status.view", "simulate.builtins"): "the status page says when every value is simulated",
     ("config", "compat.flags"): "dcgm-exporter's flags are options of the one command line",
-    ("options", "simulate.builtins"): "--simulate takes a built-in scenario's name",
-    ("config", "simulate.builtins"): "--simulate takes a built-in scenario's name",
 }
 
 
@@ -125,6 +122,54 @@ def test_every_import_goes_down_the_layers() -> None:
     edges = _edges()
     assert len(edges) > 200, "the import reader found too few imports: it is broken"
     assert violations(edges) == []
+
+
+def cycles(edges: Iterable[tuple[str, str, int]]) -> list[str]:
+    """Each loop between rooms (a strongly connected set of two or more), as a line naming one import per edge."""
+    graph: dict[str, dict[str, str]] = {}
+    for importer, imported, line in edges:
+        source, target = _room(importer), _room(imported)
+        if imported not in BASICS and source != target:
+            graph.setdefault(source, {}).setdefault(target, f"{importer} (line {line}) imports {imported}")
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[str] = []
+
+    def visit(room: str) -> None:  # Tarjan's strongly connected components
+        order[room] = low[room] = len(order)
+        stack.append(room)
+        for target in graph.get(room, {}):
+            if target not in order:
+                visit(target)
+                low[room] = min(low[room], low[target])
+            elif target in stack:
+                low[room] = min(low[room], order[target])
+        if low[room] == order[room]:
+            component = []
+            while (member := stack.pop()) != room:
+                component.append(member)
+            component.append(room)
+            if len(component) > 1:
+                how = "; ".join(why for r in sorted(component) for t, why in graph[r].items() if t in component)
+                found.append(f"rooms {sorted(component)} import each other: {how}: break the loop")
+
+    for room in sorted(graph):
+        if room not in order:
+            visit(room)
+    return found
+
+
+def test_rooms_form_no_loop() -> None:
+    assert cycles(_edges()) == []
+
+
+def test_a_planted_import_loop_fails() -> None:
+    # An exception would let backends import the sampler's snapshot; the loop check still refuses it.
+    planted = [("gpu_exporter.backends.base", "gpu_exporter.sampling.snapshot", 7)]
+    (found,) = cycles([*_edges(), *planted])
+    assert found.startswith("rooms ['backends', 'sampling'] import each other: ")
+    assert "gpu_exporter.backends.base (line 7) imports gpu_exporter.sampling.snapshot" in found
 
 
 def test_every_exception_is_still_used() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, SCENARIOS, Exporter, samples, stable, start, value
+from tests.harness import REPO, SCENARIOS, Exporter, samples, scrape_until, stable, start, value
 
 NO_FAKE = {"LD_LIBRARY_PATH": ""}
 COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
@@ -176,8 +176,8 @@ def test_scenario_file_processes_are_the_scenarios_never_this_hosts(tmp_path: Pa
         f"gpu0.process.0.used_memory = 1048576\ngpu1.name = Simulated GPU\ngpu1.process.0.pid = {own}\n"
     )
     exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
-    try:
-        parsed = samples(exporter.metrics())
+    try:  # both GPUs read, with their processes
+        parsed = scrape_until(exporter, lambda p: len(p.get("gpu_processes", {})) == 2)
         api = exporter.get("/api/v1/status").text
     finally:
         exporter.stop()

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from gpu_exporter.assemble import sampler_for
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat.counters import Counter

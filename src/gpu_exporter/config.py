@@ -1,7 +1,8 @@
 """Settings: flags, environment and YAML file merged into one frozen :class:`Settings`.
 
 Precedence is flag > environment (``GPU_EXPORTER_…``) > ``--config.file`` > default. Every
-option is one row of :data:`~gpu_exporter.options.OPTIONS`, which also generates the flags, the
+option is one row of :data:`OPTIONS` (the general rows of :mod:`gpu_exporter.options`, each backend's from
+the backend registry, ``--simulate``'s from the simulator), which also generates the flags, the
 environment names, the allowed YAML keys and the README's flag table. Any bad value raises
 :class:`ConfigError` whose message names the setting, the value and what is allowed.
 """
@@ -12,10 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_exporter.backends import registry
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS, Detail
 from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
-from gpu_exporter.options import OPTIONS, _boolean
+from gpu_exporter.options import OPTIONS as GENERAL
+from gpu_exporter.options import Option, _boolean
+from gpu_exporter.simulate.option import OPTION as SIMULATE
+
+#: The whole option table: the general rows, ``--backend`` and each backend's own, ``--simulate``.
+OPTIONS: tuple[Option, ...] = (*GENERAL, *registry.OPTIONS, SIMULATE)
 
 
 class ConfigError(ValueError):

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from gpu_exporter.assemble import bare_sampler
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs, keys
 from gpu_exporter.config import Settings

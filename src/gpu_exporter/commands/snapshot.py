@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpu_exporter.assemble import sampler_for
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.commands import doctor
 from gpu_exporter.config import ConfigError, Settings

@@ -1,4 +1,6 @@
-"""Building a sampler, once: the composition the daemon, ``snapshot`` and ``doctor`` share.
+"""The composition root: the one place that wires backends (:mod:`.backends`), attribution sources
+(:mod:`.attribution`), the sampler's consumers and the app's parts together; the daemon, ``snapshot``
+and ``doctor`` build their sampler here, once.
 
 The sampler imports none of its consumers; this module chooses them: the renderer (gpu-exporter's
 own names, or dcgm-exporter's from a compatibility plan), what that renderer needs the sampler to
@@ -10,7 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from gpu_exporter.attribution.join import Attributor, attributor_for, known_gpus
+from gpu_exporter.assemble.attribution import attributor_for
+from gpu_exporter.attribution.join import Attributor, known_gpus
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import FULL, Detail, MetricSpec, enabled_specs
 from gpu_exporter.compat.plan import CompatPlan

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.pipeline.memo")
+log = logging.getLogger(__name__)
 
 #: How long an unsupported (entity, row) pair is left alone before it is asked again.
 RETRY_SECONDS = 60.0

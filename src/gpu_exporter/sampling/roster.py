@@ -11,7 +11,7 @@ from gpu_exporter.sampling.roots import RootState
 from gpu_exporter.sampling.worker import Worker
 
 # Its lines were the sampler's before it had a module of its own: they keep the sampler's logger name.
-log = logging.getLogger("gpu_exporter.sampler")
+log = logging.getLogger(__name__)
 
 
 class Roster:

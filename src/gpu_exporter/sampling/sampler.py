@@ -51,7 +51,7 @@ from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, R
 from gpu_exporter.sampling.worker import Result, Worker
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.sampler")
+log = logging.getLogger(__name__)
 _Values = dict[Entity, dict[str, float]]
 
 __all__ = ["STALE_INTERVALS", "Sampler"]

@@ -24,7 +24,7 @@ from gpu_exporter.backends.dcgm.watches import Watches
 from gpu_exporter.catalogue import MetricSpec
 
 # The backend module's logger name, as before these methods moved here: log lines print it.
-log = logging.getLogger("gpu_exporter.backends.dcgm.backend")
+log = logging.getLogger(__name__)
 
 #: What ``probe`` asks every GPU for to see that DCGM answers GPU values: UUID, temperature, power,
 #: GPU utilisation, framebuffer used (device fields every release knows; no global field).

@@ -17,7 +17,7 @@ from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.model import Entity
 
 # Its lines were the NVML backend's before it had a module of its own: they keep the backend's logger name.
-log = logging.getLogger("gpu_exporter.backends.nvml")
+log = logging.getLogger(__name__)
 
 
 class BufferedReads:

@@ -38,7 +38,8 @@ def render(status: dict[str, Any], color: bool = False) -> str:
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
 
-    state = "" if status["backend_up"] else f" (backend down: {_clean(status['backend_reason'])})"
+    why = str(status.get("backend_problem") or status["backend_reason"]).partition(": ")[0]
+    state = "" if status["backend_up"] else f" (backend down: {_clean(why)})"
     lines = [
         f"{paint(_BOLD, _clean(status['hostname']))}  {time.strftime('%Y-%m-%d %H:%M:%S')}  "
         f"driver {_clean(status['driver_version'] or '?')}  CUDA {_clean(status['cuda_version'] or '?')}  "

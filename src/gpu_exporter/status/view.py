@@ -2,7 +2,8 @@
 
 Every value is in the catalogue's base units (ratios, bytes, watts, hertz, degrees Celsius) and is
 ``None`` where the snapshot has no sample: absence stays absence, never 0. ``problems`` lists in
-words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, ECC, row remapping).
+words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, ECC, row remapping);
+``backend_problem`` says in words why the backend is down.
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "processes": _processes(device, entity),
         "allocations": _allocations(device, entity),
         "xid": None,
+        # the values the vendor does not support on this GPU (absent from /metrics, not 0), by family
+        "unsupported": list(device.unsupported) if entity.kind == "gpu" else [],
     }
     return card
 
@@ -244,7 +247,9 @@ def status(
         "version": stats.version,
         "backend": stats.backend,
         "backend_up": stats.backend_up,
-        "backend_reason": stats.backend_reason,
+        "backend_reason": stats.backend_reason,  # a word, as gpu_exporter_backend_info{reason} has it
+        # why the backend is down in words, with the fix ("library_not_found" is "libnvidia-ml.so.1 not found: ...")
+        "backend_problem": stats.backend_problem or None,
         # --simulate: what is simulated (no GPU is read), else None
         "simulated": stats.backend_reason.removeprefix(SIMULATED)
         if stats.backend_reason.startswith(SIMULATED)

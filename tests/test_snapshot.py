@@ -61,7 +61,7 @@ def test_json_exact(fakenvml_dir: Path, tmp_path: Path) -> None:
     assert (gpu3["utilization_ratio"], gpu3["memory_used_bytes"], gpu3["power_watts"]) == (1.0, 42949676032, 699.999)
     assert gpu3["clock_events"] == ["power cap", "HW thermal slowdown"]
     assert [(p["pid"], p["user"], p["memory_used_bytes"]) for p in gpu3["processes"]] == [
-        ("5151", "4000", 4294967296), ("6161", "root", 2147483648),
+        (5151, "4000", 4294967296), (6161, "root", 2147483648),
     ]  # fmt: skip
 
 

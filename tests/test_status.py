@@ -100,8 +100,8 @@ def test_json_values_exact_against_the_scenario(exporter: Exporter) -> None:
     assert {key: gpu0[key] for key in expected} == expected
     assert gpu0["xid"] == {"total": 0, "counts": {}, "last": None, "last_at": None, "description": ""}
     assert [(p["pid"], p["name"], p["user"], p["memory_used_bytes"], p["job"]) for p in gpu0["processes"]] == [
-        ("4242", "python3", "root", 8 * GIB, "77"),
-        ("4343", "", "", 1 * GIB, ""),  # no /proc entry: names absent, never guessed
+        (4242, "python3", "root", 8 * GIB, "77"),
+        (4343, "", "", 1 * GIB, ""),  # no /proc entry: names absent, never guessed
     ]
     gpu3 = body["gpus"][3]
     assert gpu3["clock_events"] == ["power cap", "HW thermal slowdown"]

@@ -7,47 +7,20 @@ chosen) are held by ``tests/test_simulate.py``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
-from gpu_exporter.assemble import bare_sampler
-from gpu_exporter.backends.registry import select, with_interval
-from gpu_exporter.catalogue import enabled_specs
-from gpu_exporter.cli import parse_settings
 from gpu_exporter.status.view import cards
+from tests.unit.simhost import cycles
 
 GPUS = 8  # the default host
 #: A line a person reads at a glance (the message; the log adds its timestamp and logger).
 SHORT = 200
 
 
-@pytest.fixture
-def simulated() -> Iterator[None]:
-    """``--simulate`` installs its library under pynvml for the whole process: put back the one before."""
-    import pynvml
-
-    saved = pynvml.nvmlLib
-    try:
-        yield
-    finally:
-        with pynvml.libLoadLock:
-            pynvml.nvmlLib = saved
-            pynvml._nvmlGetFunctionPointer_cache.clear()
-
-
-def test_default_host_first_cycles_say_one_short_line_per_gpu(
-    simulated: None, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_default_host_first_cycles_say_one_short_line_per_gpu(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    settings = parse_settings(["--simulate"], {})
-    backend, reason = select(settings)
-    settings = with_interval(settings, backend)
-    sampler = bare_sampler(backend, enabled_specs(settings.collectors), settings.collect_interval, reason)
-    try:
-        snapshots = [sampler.run_cycle() for _ in range(3)]
-    finally:
-        sampler.stop()
+    snapshots = cycles(3)
     assert snapshots[-1].sampled_gpus == GPUS
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith("gpu_exporter")]
     info = [message for level, message in said if level >= logging.INFO]

@@ -106,8 +106,9 @@ def _processes(card: Card) -> str:
     rows = []
     for proc in card["processes"]:
         where = proc["pod"] and f"{proc['namespace']}/{proc['pod']}" or (proc["job"] and f"job {proc['job']}") or ""
+        pid = "other" if proc["pid"] is None else proc["pid"]  # None: the processes folded past the limit
         rows.append(
-            f"<tr><td>{_e(proc['pid'])}</td><td>{_e(proc['name'] or '?')}</td><td>{_e(proc['user'] or '?')}</td>"
+            f"<tr><td>{_e(pid)}</td><td>{_e(proc['name'] or '?')}</td><td>{_e(proc['user'] or '?')}</td>"
             f"<td>{_e(_num(proc['memory_used_bytes'], GIB, 1, ' GiB'))}</td><td>{_e(where)}</td></tr>"
         )
     return (

@@ -29,7 +29,8 @@ def _process(proc: dict[str, Any]) -> str:
     name = _clean(proc["name"] or "?")
     user = _clean(proc["user"] or "?")
     where = f",{_clean(proc['pod'])}" if proc["pod"] else f",job {_clean(proc['job'])}" if proc["job"] else ""
-    return f"{name}/{_clean(proc['pid'])}({user},{_n(proc['memory_used_bytes'], MIB)}M{where})"
+    pid = "other" if proc["pid"] is None else proc["pid"]  # None: the processes folded past the limit
+    return f"{name}/{_clean(pid)}({user},{_n(proc['memory_used_bytes'], MIB)}M{where})"
 
 
 def render(status: dict[str, Any], color: bool = False) -> str:

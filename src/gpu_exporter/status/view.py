@@ -53,6 +53,18 @@ def _get(values: Mapping[str, float], key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _count(values: Mapping[str, float], key: str) -> int | None:
+    """A whole number (a PCIe generation or width, a count) as an int, None where absent."""
+    value = values.get(key)
+    return None if value is None else round(value)
+
+
+def _pid(labels: Mapping[str, str]) -> int | None:
+    """The process id as a number; None for the ``pid="other"`` row that folds the processes past the limit."""
+    pid = labels.get("pid", "")
+    return int(pid) if pid.isdigit() else None
+
+
 def _labels(entity: Entity) -> dict[str, str]:
     return dict(entity.labels)
 
@@ -65,12 +77,12 @@ def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
         labels = _labels(entity)
         rows.append(
             {
-                "pid": labels.get("pid", ""),
+                "pid": _pid(labels),
                 "name": labels.get("process", ""),
                 "user": labels.get("user", ""),
                 "memory_used_bytes": _get(values, keys.PROCESS_MEMORY_USED),
                 "sm_utilization_ratio": _get(values, keys.PROCESS_SM_UTILIZATION),
-                "processes": _get(values, keys.PROCESSES),
+                "processes": _count(values, keys.PROCESSES),
                 "namespace": labels.get("namespace", ""),
                 "pod": labels.get("pod", ""),
                 "container": labels.get("container", ""),
@@ -122,16 +134,16 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "sm_clock_max_hertz": _get(values, keys.SM_CLOCK_MAX),
         "memory_clock_hertz": _get(values, keys.MEMORY_CLOCK),
         "memory_clock_max_hertz": _get(values, keys.MEMORY_CLOCK_MAX),
-        "pcie_generation": _get(values, keys.PCIE_GENERATION),
-        "pcie_generation_max": _get(values, keys.PCIE_GENERATION_MAX),
-        "pcie_width": _get(values, keys.PCIE_WIDTH),
-        "pcie_width_max": _get(values, keys.PCIE_WIDTH_MAX),
+        "pcie_generation": _count(values, keys.PCIE_GENERATION),
+        "pcie_generation_max": _count(values, keys.PCIE_GENERATION_MAX),
+        "pcie_width": _count(values, keys.PCIE_WIDTH),
+        "pcie_width_max": _count(values, keys.PCIE_WIDTH_MAX),
         # None (unknown) where no clock-event value was read (a lost GPU, an unsupported call): not "none"
         "clock_events": [REASON_WORDS.get(name, name) for name in reasons] if _has_clock_events(values) else None,
         "throttled": [REASON_WORDS.get(name, name) for name in reasons if name in THROTTLES],
         "ecc_enabled": _get(values, keys.ECC_MODE),
-        "ecc_uncorrected_volatile": _get(values, _ECC_UNCORRECTED_VOLATILE),
-        "ecc_corrected_volatile": _get(values, _ECC_CORRECTED_VOLATILE),
+        "ecc_uncorrected_volatile": _count(values, _ECC_UNCORRECTED_VOLATILE),
+        "ecc_corrected_volatile": _count(values, _ECC_CORRECTED_VOLATILE),
         "row_remap_pending": _get(values, keys.ROW_REMAP_PENDING),
         "row_remap_failed": _get(values, keys.ROW_REMAP_FAILED),
         "processes": _processes(device, entity),

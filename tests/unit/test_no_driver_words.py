@@ -1,13 +1,15 @@
 """A host or container without the NVIDIA driver, in process (nvmlInit fails as pynvml raises it): one
 line with the cause and one fix (in a container without device nodes the container's fix, not the
 host's and the container's both), and the status page, the terminal view and ``snapshot`` say it in
-those words, not the ``library_not_found`` word that ``gpu_exporter_backend_info{reason}`` carries."""
+those words, not the ``library_not_found`` word that ``gpu_exporter_backend_info{reason}`` carries
+(``/readyz`` gives both)."""
 
 from __future__ import annotations
 
 import pynvml
 import pytest
 
+from gpu_exporter.app import not_ready_reason
 from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.backends.nvml import NvmlBackend, discovery
@@ -51,8 +53,10 @@ def test_page_terminal_and_snapshot_say_it_in_words(monkeypatch: pytest.MonkeyPa
     sampler = bare_sampler(NvmlBackend(), specs, 5.0, "requested")
     try:
         snapshot = sampler.run_cycle()
+        ready = not_ready_reason(sampler, 5.0, False)
     finally:
         sampler.stop()
+    assert ready.startswith(f"nvml backend is down (library_not_found): {NOT_FOUND}: install the NVIDIA driver")
     assert (snapshot.stats.backend_up, snapshot.stats.backend_reason) == (False, "library_not_found")
     view = status(snapshot, "node-7")
     assert view["backend_problem"].startswith(f"{NOT_FOUND}: install the NVIDIA driver")

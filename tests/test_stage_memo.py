@@ -112,10 +112,10 @@ def test_one_short_line_per_gpu_and_report_the_families_and_series_at_debug(
     caplog.clear()
     info = [message for level, message in records if level == logging.INFO]
     assert info == [
-        f"{GROUP}: 3 value(s) not supported here, absent from /metrics (not 0); which: the status page or "
-        "--log.level=debug",
-        "GPU 1 (GPU-1111): 1 value(s) not supported here, absent from /metrics (not 0); which: the status page or "
-        "--log.level=debug",
+        f"{GROUP}: 3 value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+        "--log.level=debug)",
+        "GPU 1 (GPU-1111): 1 value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+        "--log.level=debug)",
     ]
     debug = [message for level, message in records if level == logging.DEBUG]
     assert debug[0] == (

@@ -95,8 +95,8 @@ class UnsupportedMemo:
             off, on, self._off, self._on = self._off, self._on, {}, {}
         for group, rows in off.items():
             log.info(
-                "%s: %d value(s) not supported here, absent from /metrics (not 0); which: the status page or "
-                "--log.level=debug", group, len(_families(rows)),
+                "%s: %d value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+                "--log.level=debug)", group, len(_families(rows)),
             )  # fmt: skip
             log.debug(
                 "%s: not supported here: %s; asked again every %.0fs and when the devices change (the driver's "

@@ -10,6 +10,7 @@ import logging
 
 import pytest
 
+from gpu_exporter.status.page import card_html
 from gpu_exporter.status.view import cards
 from tests.unit.simhost import cycles
 
@@ -39,3 +40,6 @@ def test_default_host_first_cycles_say_one_short_line_per_gpu(caplog: pytest.Log
         assert "gpu_fan_speed_ratio" in card["unsupported"]
         [detail] = [message for message in details if message.startswith(f"GPU {card['index']} ")]
         assert detail.split(": not supported here: ")[1].startswith(", ".join(card["unsupported"]) + ";")
+        html = card_html(card)  # one click away on the page, not spread over the card
+        summary = f"<details class='lacks'><summary>{len(card['unsupported'])} value(s) not supported here"
+        assert summary in html and "gpu_fan_speed_ratio" in html.split(summary)[1]

@@ -39,6 +39,12 @@ def test_the_path_given_is_the_one_the_install_creates() -> None:
             assert program.removesuffix("/bin/gpu-exporter") in venvs, span
 
 
+def test_the_venv_package_is_named_before_the_first_venv() -> None:
+    """Debian's python3 has no ensurepip without ``python3-venv``: ``python3 -m venv`` fails there."""
+    text = README.read_text(encoding="utf-8")
+    assert "python3-venv" in text[: text.index("python3 -m venv ")]
+
+
 def test_a_bare_command_to_run_is_caught() -> None:
     text = "Then run `gpu-exporter snapshot` for a look\nor `gpu-exporter doctor`. `gpu-exporter doctor` refuses it."
     assert bare_commands(text) == ["gpu-exporter snapshot", "gpu-exporter doctor"]

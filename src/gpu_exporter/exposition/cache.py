@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger(__name__)
 
 #: Turns a snapshot into one exposition format, ``"text"`` (Prometheus text 0.0.4) or

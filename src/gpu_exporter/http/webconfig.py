@@ -28,7 +28,6 @@ from typing import Any
 
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_bytes, read_text
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger(__name__)
 
 FLAG = "--web.config.file"

@@ -10,7 +10,6 @@ from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.sampling.roots import RootState
 from gpu_exporter.sampling.worker import Worker
 
-# Its lines were the sampler's before it had a module of its own: they keep the sampler's logger name.
 log = logging.getLogger(__name__)
 
 

@@ -51,7 +51,6 @@ from gpu_exporter.sampling.roster import Roster
 from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
 from gpu_exporter.sampling.worker import Result, Worker
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger(__name__)
 _Values = dict[Entity, dict[str, float]]
 

@@ -10,6 +10,7 @@ Regenerate the screenshot with ``UPDATE_SCREENSHOT=1 .venv/bin/pytest tests/test
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import time
@@ -223,3 +224,27 @@ def test_the_screenshot_in_the_docs_is_the_page_as_it_renders_now(fakenvml_dir: 
     assert share <= SCREENSHOT_TOLERANCE, (
         f"docs/status-page.png differs from the page as it renders now in {share:.1%} of its pixels: {regenerate}"
     )
+
+
+def test_an_opened_list_of_unsupported_values_stays_open_across_the_live_swap(tmp_path: Path) -> None:
+    """The page's own script in Chromium, its fetch answered with fresh cards (as the server renders them,
+    every list closed): the list a person opened is open again after the swap, the others stay closed."""
+    from gpu_exporter.status.page import _SCRIPT
+
+    card = "<section class='card' id='{uid}'><details class='lacks'{open}><summary>2 value(s)</summary>a, b</details>"
+    fresh = "".join(card.format(uid=uid, open="") + "</section>" for uid in ("GPU-0", "GPU-1"))
+    stub = (
+        "window.fetch=function(){return Promise.resolve({ok:true,text:function(){return Promise.resolve("
+        + repr(fresh)
+        + ");}});};"
+    )
+    shown = card.format(uid="GPU-0", open=" open") + "</section>" + card.format(uid="GPU-1", open="") + "</section>"
+    page = tmp_path / "swap.html"
+    page.write_text(
+        f"<!doctype html><body><main>{shown}</main><script>{stub}</script><script>{_SCRIPT % 2000}</script>"
+    )
+    dom = _chromium_run(tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "data-updated=" in dom.stdout, "the script did not swap the cards"
+    opened = re.findall(r'<section class="card" id="(GPU-\d)"><details class="lacks"( open="")?>', dom.stdout)
+    assert opened == [("GPU-0", ' open=""'), ("GPU-1", "")], dom.stdout[-2000:]

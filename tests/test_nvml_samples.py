@@ -49,9 +49,10 @@ WINDOW = 15.0  # six dips
 def _start(backend: str, fakenvml_dir: Path, tmp_path: Path) -> Exporter:
     scenario = tmp_path / "dips.scn"
     scenario.write_text(SCENARIO)
+    debug = ("--log.level", "debug")  # a buffer the driver does not keep is a debug line (the point call answers)
     if backend == "fake":
-        return start(fakenvml_dir, scenario, tmp_path, trace=True)
-    return start(None, None, tmp_path, "--simulate", str(scenario), env={"LD_LIBRARY_PATH": ""})
+        return start(fakenvml_dir, scenario, tmp_path, *debug, trace=True)
+    return start(None, None, tmp_path, "--simulate", str(scenario), *debug, env={"LD_LIBRARY_PATH": ""})
 
 
 def _scrape(exporter: Exporter) -> tuple[float, dict[str, float | None]]:

@@ -97,10 +97,10 @@ def test_an_answer_forgets_the_pair_and_is_logged_once(caplog: pytest.LogCapture
     assert _lines(caplog) == []
 
 
-def test_one_line_per_gpu_and_report_naming_the_families_and_how_many_series(
+def test_one_short_line_per_gpu_and_report_the_families_and_series_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG)
     memo, _ = _memo(60.0)
     for link in range(4):  # one family, per link: one name with its series count
         memo.unsupported(f"GPU-0000/nvlink{link}", "gpu_nvlink_errors_total{type=crc_flit}", "crc", GROUP)
@@ -108,14 +108,37 @@ def test_one_line_per_gpu_and_report_naming_the_families_and_how_many_series(
     memo.unsupported("GPU-0000", "gpu_fan_speed_ratio", "nvmlDeviceGetFanSpeed is not supported", GROUP)
     memo.unsupported("GPU-1111", "gpu_power_watts", POWER, "GPU 1 (GPU-1111)")
     memo.report()
-    lines = _lines(caplog)
-    assert len(lines) == 2
-    assert lines[0] == (
-        f"{GROUP}: 3 value(s) not supported here, absent from /metrics (not 0): gpu_nvlink_errors_total (4 series), "
-        "gpu_power_watts, gpu_fan_speed_ratio; asked again every 60s and when the devices change (the driver's "
-        f"answers: crc; nvmlDeviceGetFanSpeed is not supported; {POWER})"
+    records = [(record.levelno, record.getMessage()) for record in caplog.records]
+    caplog.clear()
+    info = [message for level, message in records if level == logging.INFO]
+    assert info == [
+        f"{GROUP}: 3 value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+        "--log.level=debug)",
+        "GPU 1 (GPU-1111): 1 value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+        "--log.level=debug)",
+    ]
+    debug = [message for level, message in records if level == logging.DEBUG]
+    assert debug[0] == (
+        f"{GROUP}: not supported here: gpu_nvlink_errors_total (4 series), gpu_power_watts, gpu_fan_speed_ratio; "
+        "asked again every 60s and when the devices change (the driver's answers: crc; nvmlDeviceGetFanSpeed is "
+        f"not supported; {POWER})"
     )
-    assert lines[1].startswith("GPU 1 (GPU-1111): 1 value(s) not supported here")
+    assert len(debug) == 2 and debug[1].startswith("GPU 1 (GPU-1111): not supported here: gpu_power_watts;")
+
+
+def test_lacking_names_what_a_gpu_lacks_now_for_the_status_page() -> None:
+    memo, _ = _memo()
+    assert memo.lacking(GROUP) == ()
+    for link in range(4):
+        memo.unsupported(f"GPU-0000/nvlink{link}", "gpu_nvlink_errors_total{type=crc_flit}", "crc", GROUP)
+    memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
+    memo.unsupported("GPU-1111", "gpu_fan_speed_ratio", "fan", "GPU 1 (GPU-1111)")
+    assert memo.lacking(GROUP) == ("gpu_nvlink_errors_total (4 series)", "gpu_power_watts")
+    memo.answered("GPU-0000", "gpu_power_watts", GROUP)
+    memo.answered("GPU-0000/nvlink2", "gpu_nvlink_errors_total{type=crc_flit}", GROUP)
+    assert memo.lacking(GROUP) == ("gpu_nvlink_errors_total (3 series)",)
+    memo.rediscovered()  # asked again, still remembered until it answers
+    assert memo.lacking("GPU 1 (GPU-1111)") == ("gpu_fan_speed_ratio",)
 
 
 def test_an_entity_without_a_group_is_logged_under_its_own_uid(caplog: pytest.LogCaptureFixture) -> None:

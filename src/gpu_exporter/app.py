@@ -202,7 +202,8 @@ def not_ready_reason(sampler: Sampler, interval: float, ready_without_gpus: bool
     snapshot = sampler.snapshot
     stats = snapshot.stats
     if not stats.backend_up:
-        return f"{stats.backend} backend is down ({stats.backend_reason})"
+        why = f": {stats.backend_problem}" if stats.backend_problem else ""  # in words, with the fix
+        return f"{stats.backend} backend is down ({stats.backend_reason}){why}"
     if not snapshot.devices:
         return "" if ready_without_gpus else "no GPU found (start with --ready.without-gpus if that is expected)"
     if snapshot.sampled_gpus == 0:

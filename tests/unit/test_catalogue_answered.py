@@ -18,14 +18,13 @@ is read along every path a driver may take it:
 - ``field id``: each field id the backend would batch (``fields.field_of``) asked on its own, so that
   the call cannot hide a field the double does not answer (the backend falls back to the call).
 
-Loading the C fake here leaves it loaded in this process under its soname ``libnvidia-ml.so.1``: a later
-``pynvml.nvmlInit`` in the same process without a library set would find it rather than fail.
+Both doubles run in this process (:mod:`tests.unit.nvml_doubles`, which says what loading the C fake
+leaves behind).
 """
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pynvml
@@ -38,9 +37,8 @@ from gpu_exporter.backends.nvml.fields import field_of
 from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.catalogue import METRICS, MetricSpec, NvmlSource
 from gpu_exporter.catalogue.spec import gauge
-from gpu_exporter.simulate import install
-from tests.fakenvml.build import LIB_NAME
 from tests.harness import REPO
+from tests.unit.nvml_doubles import DOUBLES, Load, nvml_double
 
 SCENARIO = REPO / "tests" / "scenarios" / "every_source.scn"
 FIELD_CALL = "nvmlDeviceGetFieldValues"
@@ -64,38 +62,13 @@ KNOWINGLY_ABSENT: dict[tuple[str, str, str], str] = {
 PATHS = ("fields", "calls", "old driver", "field id")
 
 Unanswered = dict[tuple[str, str, str], str]  # (row key, entity kind, path) → what the double said
-Load = Callable[[Path], None]  # makes pynvml use a double reading this scenario
 
 
-def _c_fake(fakenvml_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Load:
-    def load(scenario: Path) -> None:
-        monkeypatch.setenv("FAKE_NVML_SCENARIO", str(scenario))  # read by the fake's nvmlInit (getenv)
-        monkeypatch.delenv("FAKE_NVML_TRACE", raising=False)
-        _use(ctypes.CDLL(str(fakenvml_dir / LIB_NAME)))
-
-    return load
-
-
-def _simulator(scenario: Path) -> None:
-    install(str(scenario))
-
-
-def _use(library: object) -> None:
-    with pynvml.libLoadLock:
-        pynvml.nvmlLib = library
-        pynvml._nvmlGetFunctionPointer_cache.clear()  # symbols resolved against the other double
-
-
-@pytest.fixture(params=["C fake", "simulator"])
+@pytest.fixture(params=DOUBLES)
 def double(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Load]]:
-    """(name, load): ``load(scenario)`` makes pynvml use that double, reading ``scenario``; the library
-    pynvml had before comes back afterwards."""
-    before = pynvml.nvmlLib
-    load = _c_fake(request.getfixturevalue("fakenvml_dir"), monkeypatch) if request.param == "C fake" else _simulator
-    try:
+    """(name, load) of each NVML double in turn."""
+    with nvml_double(request.param, request, monkeypatch) as load:
         yield request.param, load
-    finally:
-        _use(before)
 
 
 def _nvml_rows(rows: Sequence[MetricSpec]) -> tuple[MetricSpec, ...]:

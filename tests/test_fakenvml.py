@@ -639,6 +639,30 @@ def test_xids_are_delivered_once_when_due(pynvml_run: Pynvml) -> None:
     assert after_reinit == "NVMLError_Timeout"
 
 
+def test_xid_due_at_the_instant_of_loss_is_delivered_after_it(pynvml_run: Pynvml) -> None:
+    """A driver posts Xid 79 as the GPU falls off the bus: staged at the instant of the loss, the Xid
+    arrives while the GPU's calls already answer GPU_IS_LOST; one due after the loss never does."""
+    run = pynvml_run(
+        """
+        gpu0.temperature.gpu = 40
+        gpu0.xid = 79@0.3, 13@0.6
+        gpu0.lost_after = 0.3
+        """,
+        """
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        es = nvml.nvmlEventSetCreate()
+        nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, es)
+        before = err(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)
+        d = nvml.nvmlEventSetWait(es, 3000)
+        own = ctypes.cast(d.device, ctypes.c_void_p).value == ctypes.cast(h, ctypes.c_void_p).value
+        lost = err(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)
+        later = err(nvml.nvmlEventSetWait, es, 700)  # 13@0.6 falls due after the loss: never posted
+        emit([before, own, d.eventData, lost, later])
+        """,
+    )
+    assert run.value == [None, True, 79, "NVMLError_GpuIsLost", "NVMLError_Timeout"]
+
+
 def test_mig_devices(pynvml_run: Pynvml) -> None:
     run = pynvml_run(
         """

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gpu_exporter.assemble import bare_sampler
-from gpu_exporter.backends.registry import select, with_interval
+from gpu_exporter.assemble.backends import select, with_interval
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.cli import parse_settings
 from gpu_exporter.sampling.snapshot import Snapshot

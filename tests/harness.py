@@ -148,7 +148,7 @@ def start(
     until ``wait_for`` answers 200.
     Unless the test gives an interval (a flag, the environment or a config file), it runs at
     ``--collect-interval 1s``, the pace the tests were written for (``pin_interval=False``: the
-    backend's default, tests/test_cadence.py)."""
+    backend's default)."""
     stem = log_name("exporter")
     log_path = workdir / f"{stem}.log"
     trace_path = workdir / f"{stem}-trace.txt" if trace else None

@@ -1,7 +1,7 @@
 """The option table: one :class:`Option` row per setting, which generates the flags, the environment
 names, the allowed YAML keys and the README's flag table, and the parsers of its values. This module
-holds the general rows; each backend's own come from the backend registry and ``--simulate`` from the
-simulator, and :data:`gpu_exporter.config.OPTIONS` is the whole table. A parser
+holds the general rows; each backend's own come from the backend registry, and
+:data:`gpu_exporter.config.OPTIONS` (which adds ``--simulate``) is the whole table. A parser
 raises ``ValueError`` whose message says what is allowed; :mod:`gpu_exporter.config` merges the
 values into :class:`~gpu_exporter.config.Settings`.
 """

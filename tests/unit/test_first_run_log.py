@@ -2,7 +2,7 @@
 per GPU about what it lacks and one line for the backend, over its first cycles (it logged 24 lines,
 a 3.9 KB list per GPU and 16 lines about sample buffers); the names and the driver's words are at
 debug level, and on the status page's cards. The process's own start-up lines (listening, backend
-chosen) are held by ``tests/test_simulate.py``."""
+chosen) are held by ``tests/process/test_simulate.py``."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_the_path_given_is_the_one_the_install_creates() -> None:
     text = README.read_text(encoding="utf-8")
     venvs = {venv for venv, again in _VENV.findall(text) if venv == again}
     assert venvs == {".venv", "~/.local/gpu-exporter"}, venvs
-    for span in _SPAN.findall(text):
+    for span in _SPAN.findall(re.sub(r"```.*?```", "", text, flags=re.DOTALL)):
         program = span.split()[0]
         if program.endswith("/gpu-exporter"):
             assert program.removesuffix("/bin/gpu-exporter") in venvs, span

@@ -178,3 +178,17 @@ def test_group_names_the_device_an_entity_belongs_to() -> None:
     assert group(GPU) == "GPU 0 (GPU-0000)"
     assert group(MIG) == "GPU 0 (GPU-0000)" and group(LINK) == "GPU 0 (GPU-0000)"
     assert group(model.nvswitch_port(2, 17)) == "NVSwitch 2"
+
+
+def test_driver_samples_are_scaled_and_bounded_like_the_value() -> None:
+    """Every driver sample (``nvmlDeviceGetSamples``) comes out in base units by the row's exact scale, as
+    the value does; a NaN, a driver sentinel and a value past the row's bound are dropped, in order."""
+    utilisation = ((1.0, 97.0), (1.1, 40.0), (1.2, math.nan), (1.3, 4294967295.0), (1.4, 250.0), (1.5, 0.0))
+    power = ((2.0, 612345.0), (2.1, 700000.0))
+    reading = RawReading(
+        {GPU: {"gpu_utilization_ratio": 0.0, "gpu_power_watts": 700000}},
+        samples={GPU: {"gpu_utilization_ratio": utilisation, "gpu_power_watts": power}},
+    )
+    out = convert(reading, "nvml", UnsupportedMemo())
+    assert out.samples[GPU]["gpu_utilization_ratio"] == ((1.0, 0.97), (1.1, 0.4), (1.5, 0.0))
+    assert out.samples[GPU]["gpu_power_watts"] == ((2.0, 612.345), (2.1, 700.0))

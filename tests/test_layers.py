@@ -47,6 +47,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("status.view", "simulate.builtins"): "the status page says when every value is simulated",
     ("config", "compat.flags"): "dcgm-exporter's flags are options of the one command line",
     ("options", "simulate.builtins"): "--simulate takes a built-in scenario's name",
+    ("options", "compat.releases"): "--dcgm-exporter.version takes a release gpu-exporter has a profile for",
     ("config", "simulate.builtins"): "--simulate takes a built-in scenario's name",
 }
 

@@ -43,7 +43,10 @@ class Settings:
     metric_names: str = "native"
     metrics_detail: Detail = "lean"
     collectors_file: str = ""
-    hostname_label: str = "Hostname"
+    hostname_label: str = ""  # empty: the dcgm-exporter profile's
+    dcgm_exporter_version: str = ""  # empty: the profile the counters file's names show
+    #: The dcgm-exporter profile chosen at start-up (:mod:`gpu_exporter.compat.releases`).
+    dcgm_exporter_release: str = "4.8.2"
     kubernetes: bool = False
     pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     kubelet_refresh: float = 10.0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_exporter.catalogue import DETAILS
+from gpu_exporter.compat.releases import ReleaseError, by_version
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -110,6 +111,15 @@ def _choice_exact(*allowed: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _dcgm_exporter_version(value: str) -> str:
+    """A dcgm-exporter version gpu-exporter has a profile for (kept as written)."""
+    try:
+        by_version(value)
+    except ReleaseError as err:
+        raise ValueError(str(err)) from None
+    return value
 
 
 def _kubelet_url(value: str) -> str:
@@ -249,8 +259,13 @@ OPTIONS: tuple[Option, ...] = (
            "default list).", "FILE", aliases=("-f",), env_aliases=("DCGM_EXPORTER_COLLECTORS",)),
     Option("--dcgm-exporter.hostname-label", "hostname_label", ("dcgm-exporter", "hostname-label"),
            _choice_exact("Hostname", "hostname"),
-           "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2, default) or hostname.",
-           "NAME"),
+           "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2) or hostname (4.8.3 and "
+           "later); default: the dcgm-exporter profile's.", "NAME"),
+    Option("--dcgm-exporter.version", "dcgm_exporter_version", ("dcgm-exporter", "version"), _dcgm_exporter_version,
+           "The dcgm-exporter release to be a drop-in for: its default counters, host and driver labels (4.8.2, "
+           "4.8.3, 4.8.4, 4.9.0, 4.10.0, a release tag such as 4.8.0-4.10.0 or its image reference); default: the "
+           "release the counters file's names show, else 4.8.2.", "VERSION",
+           aliases=("--dcgm-exporter-version",), env_aliases=("DCGM_EXPORTER_VERSION",)),
     Option("--kubernetes", "kubernetes", ("kubernetes",), _boolean,
            "Attribute GPUs to Kubernetes pods through the kubelet's pod-resources API: gpu_allocation_info "
            "series, and pod, namespace, container labels in dcgm-exporter mode (default false).",

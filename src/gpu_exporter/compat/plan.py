@@ -24,11 +24,13 @@ from gpu_exporter.compat.fields import (
     ENCODED_FIELDS,
     FB_USED_RATIO,
     FB_USED_RATIO_KEYS,
+    HOST_VALUES,
     IDENTITY_VALUES,
     LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     NvlinkBandwidth,
     decimal_label,
+    not_served_reason,
 )
 from gpu_exporter.compat.flags import DcgmOptions
 from gpu_exporter.sampling.consumers import Memory
@@ -56,9 +58,19 @@ LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
     572: lambda _host, dev: dev.chassis_serial,
 }
 LABEL_FIELDS.update({number: decimal_label(value) for number, value in IDENTITY_VALUES.items()})
+LABEL_FIELDS[5] = lambda host, _dev: str(HOST_VALUES[5](host, 0) or "")  # the CUDA driver version's number
 _XID_FIELD = 230
 _XID_COUNT = 9001
+_XID_TOTAL = 9005  # dcgm-exporter 4.8.3's cumulative Xid count
+_XID_FIELDS = (_XID_FIELD, _XID_COUNT, _XID_TOTAL)
 _CLOCK_COUNT = 9002
+#: dcgm-exporter's own series gpu-exporter does not serve, and why (a counters row naming one is skipped).
+_EXPORTER_REASONS = {
+    9003: "DCGM's health watches have no model in gpu-exporter yet (gpu_xid_errors_total, the ECC and "
+    "row-remap series and gpu_fabric_health say what they watch)",
+    9006: "gpu-exporter counts clock events over a window only (DCGM_EXP_CLOCK_EVENTS_COUNT), and "
+    "gpu_clock_throttle_seconds_total has the cumulative time per reason",
+}
 #: A row of the clock_events collector, which DCGM_EXP_CLOCK_EVENTS_COUNT counts from: enabled with it.
 _POWER_CAP_EVENT = key_of(CLOCK_EVENT_ACTIVE, (("reason", "power_cap"),))
 _P2P_STATUS = 9004
@@ -85,6 +97,7 @@ class CompatPlan:
     hostname: str
     hostname_label: str
     options: DcgmOptions = DcgmOptions()
+    release: str = "4.8.2"  # the dcgm-exporter profile (:mod:`.releases`), said in gpu_exporter_build_info
     bandwidth: NvlinkBandwidth = field(default_factory=NvlinkBandwidth, compare=False)  # state across frames
 
     @property
@@ -110,6 +123,7 @@ def plan(
     hostname: str,
     hostname_label: str,
     options: DcgmOptions | None = None,
+    release: str = "4.8.2",
 ) -> CompatPlan:
     """Resolve counters against the enabled catalogue rows by DCGM field id (any spelling of a
     field's name, the name as written being the metric name, as dcgm-exporter keeps it); log each
@@ -119,6 +133,7 @@ def plan(
     items: list[_Item] = []
     labels: list[tuple[str, int]] = []
     seen: set[str] = set()
+    skipped: list[str] = []
     for counter in counters:
         if counter.field in seen:
             log.warning("counters line %d: %s is listed twice; the first row is used", counter.line, counter.field)
@@ -137,10 +152,15 @@ def plan(
             if item is not None:
                 items.append(item)
         if reason:
-            log.warning("counters line %d: %s skipped: %s", counter.line, counter.field, reason)
+            skipped.append(f"line {counter.line}: {counter.field} skipped: {reason}")
+    if skipped:  # one start-up line, every row it cannot serve with its reason
+        log.warning(
+            "counters file: %d of %d rows cannot be served, the rest are: %s", len(skipped), len(counters),
+            " | ".join(skipped),
+        )  # fmt: skip
     options = options or DcgmOptions()
     hostname = options.remote_host or hostname
-    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
+    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options, release)
 
 
 #: A value row resolved: the item to render, or None and why the row is skipped.
@@ -171,11 +191,13 @@ def _exporter_field(
 ) -> Resolved | None:
     """The last-Xid gauge and Xid count, the identity values, P2P status, the framebuffer-used ratio
     and the clock-event count; None for any other field."""
-    if number in (_XID_FIELD, _XID_COUNT):
+    if number in _XID_FIELDS:
         if watch_events:
             return _Item(counter, number), ""
         return None, "the xid collector is disabled"
-    if number in IDENTITY_VALUES or number == _P2P_STATUS:
+    if number in _EXPORTER_REASONS:
+        return None, _EXPORTER_REASONS[number]
+    if number in IDENTITY_VALUES or number in HOST_VALUES or number == _P2P_STATUS:
         return _Item(counter, number), ""
     if number == FB_USED_RATIO:
         if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
@@ -233,7 +255,7 @@ def _catalogue_field(
         )
     if number in LABEL_FIELDS:
         return None, "a text field: dcgm-exporter serves it as a label field (type label)"
-    return None, "gpu-exporter cannot supply this field yet"
+    return None, not_served_reason(number) or "gpu-exporter cannot supply this field yet"
 
 
 def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[str]:
@@ -246,7 +268,7 @@ def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[st
         number = field_id(counter.field)
         if counter.type == "label" or number is None:
             continue
-        if number in (_XID_FIELD, _XID_COUNT):
+        if number in _XID_FIELDS:
             needed.add("xid")
             continue
         keys: tuple[str, ...] = ()

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
+from gpu_exporter.catalogue.fixed import BUILD_INFO
 from gpu_exporter.compat.devices import unmatched_ids
 from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
-from gpu_exporter.compat.plan import _XID_COUNT, _XID_FIELD, CompatPlan, _Item
+from gpu_exporter.compat.plan import _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
 from gpu_exporter.compat.series import Labels, _device_samples
@@ -61,6 +62,10 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
         def text() -> bytes:  # built when a scrape first asks for it
             families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
             own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
+            for family in own:  # the build info says which dcgm-exporter release this is a drop-in for
+                if family.name == BUILD_INFO.name:
+                    release = ("dcgm_exporter_release", compat.release)
+                    family.samples = [s._replace(labels={**s.labels, release[0]: release[1]}) for s in family.samples]
             return encode_format(families, "text", DCGM_EXPORTER) + encode_format(own, "text", DCGM_EXPORTER_SELF)
 
         return render_text(text)
@@ -73,7 +78,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
-        if not device.up and item.field_id not in (_XID_FIELD, _XID_COUNT):
+        if not device.up and item.field_id not in _XID_FIELDS:
             continue  # a lost GPU keeps its Xid series (its Xid 79 comes just before the loss), no others
         pods, jobs = _pods(device, options), hpc_jobs(device)
         for uid, found in _device_samples(item, compat, frame, device):

@@ -81,8 +81,10 @@ def test_every_name_of_every_release_loads_and_none_is_an_error(caplog: pytest.L
     assert len(lines) == 1
     assert "DCGM_EXP_GPU_HEALTH_STATUS skipped: DCGM's health watches" in lines[0]
     assert "DCGM_EXP_XID_ERRORS_TOTAL" not in lines[0]  # served
-    with pytest.raises(CountersError, match="unknown field 'DCGM_FI_DEV_NO_SUCH_FIELD'"):
+    with pytest.raises(CountersError, match="unknown field 'DCGM_FI_DEV_NO_SUCH_FIELD'; use a DCGM field name"):
         parse("DCGM_FI_DEV_NO_SUCH_FIELD, gauge, typo\n", "typo")
+    with pytest.raises(CountersError, match="did you mean DCGM_FI_DEV_SM_CLOCK_HERTZ or DCGM_FI_DEV_SM_CLOCK"):
+        parse("DCGM_FI_DEV_SM_CLOCK_HZ, gauge, typo\n", "typo")
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ dcgm-exporter 1.x used lowercase names (``dcgm_sm_clock``); they stay valid in c
 
 from __future__ import annotations
 
+import difflib
+
 # One line per field id: the id, then every name DCGM or go-dcgm gives it.
 _TABLE = """\
 1 DCGM_FI_DRIVER_VERSION DCGM_FI_SYSTEM_DRIVER_VERSION
@@ -761,6 +763,12 @@ BASE_UNIT_NAMES: dict[str, int] = {
     "DCGM_FI_DEV_FB_USED_BYTES": 9107,  # 252, MiB → bytes
     "DCGM_FI_DEV_FB_RESERVED_BYTES": 9108,  # 253, MiB → bytes
 }
+
+
+def close_names(name: str) -> list[str]:
+    """Up to two known names spelled like ``name`` (for an unknown name's error message)."""
+    known = [*FIELD_IDS, *OLD_NAMES, *EXPORTER_FIELDS, *BASE_UNIT_NAMES]
+    return difflib.get_close_matches(name, known, n=2, cutoff=0.85)
 
 
 def field_id(name: str) -> int | None:

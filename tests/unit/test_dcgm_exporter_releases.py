@@ -178,12 +178,12 @@ def test_4_9_names_in_their_units_against_the_scenario_and_the_4_8_names() -> No
 
 
 def test_new_fields_nvml_and_dcgm_can_answer() -> None:
-    """Device count, CUDA driver version and the cumulative Xid total (no Xid yet: one zero series),
-    and the build info naming the profile."""
+    """Device count, CUDA driver version, the cumulative Xid total (no Xid yet: one zero series) and
+    clock-event total, and the build info naming the profile."""
     csv = "".join(
         f"{name}, gauge, {name}\n"
         for name in ("DCGM_FI_DEV_COUNT", "DCGM_FI_SYSTEM_GPU_QUANTITY", "DCGM_FI_CUDA_DRIVER_VERSION",
-                     "DCGM_EXP_XID_ERRORS_TOTAL")
+                     "DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL")
     )  # fmt: skip
     text = _render(csv, "4.8.3", "hostname")
     parsed = samples(text)
@@ -194,3 +194,7 @@ def test_new_fields_nvml_and_dcgm_can_answer() -> None:
     assert value(parsed, "DCGM_FI_CUDA_DRIVER_VERSION", gpu="0") == cuda
     assert value(parsed, "DCGM_EXP_XID_ERRORS_TOTAL", gpu="0") == 0.0
     assert value(parsed, "gpu_exporter_build_info", dcgm_exporter_release="4.8.3") == 1.0
+    # one read: each reason active in it is one event, a GPU with none active has one zero series
+    clock = parsed["DCGM_EXP_CLOCK_EVENTS_TOTAL"]
+    assert {dict(labels)["gpu"] for labels in clock} == {"0", "1", "2", "3"}
+    assert all(v == (1.0 if "clock_event" in dict(labels) else 0.0) for labels, v in clock.items())

@@ -15,6 +15,7 @@ from fractions import Fraction
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import BY_KEY, METRICS, ONE, DcgmSource, MetricSpec, key_of
 from gpu_exporter.catalogue.keys import CLOCK_EVENT_ACTIVE, NVLINK_UP
+from gpu_exporter.compat.clock_totals import ClockEventTotals
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import FIELD_IDS, field_id
 from gpu_exporter.compat.fields import (
@@ -64,12 +65,12 @@ _XID_COUNT = 9001
 _XID_TOTAL = 9005  # dcgm-exporter 4.8.3's cumulative Xid count
 _XID_FIELDS = (_XID_FIELD, _XID_COUNT, _XID_TOTAL)
 _CLOCK_COUNT = 9002
+_CLOCK_TOTAL = 9006  # dcgm-exporter 4.8.3's cumulative, edge-counted clock events
+_CLOCK_FIELDS = (_CLOCK_COUNT, _CLOCK_TOTAL)
 #: dcgm-exporter's own series gpu-exporter does not serve, and why (a counters row naming one is skipped).
 _EXPORTER_REASONS = {
     9003: "DCGM's health watches have no model in gpu-exporter yet (gpu_xid_errors_total, the ECC and "
     "row-remap series and gpu_fabric_health say what they watch)",
-    9006: "gpu-exporter counts clock events over a window only (DCGM_EXP_CLOCK_EVENTS_COUNT), and "
-    "gpu_clock_throttle_seconds_total has the cumulative time per reason",
 }
 #: A row of the clock_events collector, which DCGM_EXP_CLOCK_EVENTS_COUNT counts from: enabled with it.
 _POWER_CAP_EVENT = key_of(CLOCK_EVENT_ACTIVE, (("reason", "power_cap"),))
@@ -99,12 +100,13 @@ class CompatPlan:
     options: DcgmOptions = DcgmOptions()
     release: str = "4.8.2"  # the dcgm-exporter profile (:mod:`.releases`), said in gpu_exporter_build_info
     bandwidth: NvlinkBandwidth = field(default_factory=NvlinkBandwidth, compare=False)  # state across frames
+    clock_totals: ClockEventTotals = field(default_factory=ClockEventTotals, compare=False)  # likewise
 
     @property
     def clock_window_seconds(self) -> float:
         """How long the sampler must remember clock-event samples for DCGM_EXP_CLOCK_EVENTS_COUNT;
         0 when the counters list does not ask for it."""
-        asked = any(item.field_id == _CLOCK_COUNT for item in self.items)
+        asked = any(item.field_id in _CLOCK_FIELDS for item in self.items)
         return self.options.clock_window_ms / 1000 if asked else 0.0
 
     @property
@@ -203,7 +205,7 @@ def _exporter_field(
         if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
             return _Item(counter, number), ""
         return None, "the memory collector is disabled"
-    if number == _CLOCK_COUNT:
+    if number in _CLOCK_FIELDS:
         if _POWER_CAP_EVENT in {spec.key for spec in specs}:
             return _Item(counter, number), ""
         return None, "the clock_events collector is disabled"
@@ -274,7 +276,7 @@ def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[st
         keys: tuple[str, ...] = ()
         if number == FB_USED_RATIO:
             keys = tuple(FB_USED_RATIO_KEYS)
-        elif number == _CLOCK_COUNT:
+        elif number in _CLOCK_FIELDS:
             keys = (_POWER_CAP_EVENT,)
         elif number in ENCODED_FIELDS:
             keys = (ENCODED_FIELDS[number],)

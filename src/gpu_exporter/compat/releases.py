@@ -98,7 +98,12 @@ def _renamed(text: str, renames: tuple[tuple[str, str, str, str], ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_DEFAULTS_4_9 = _renamed(DEFAULT_COUNTERS_CSV, RENAMES_4_9) + FB_CAPACITY_ROW + "\n"
+#: 4.8.3's shipped list: 4.8.2's active rows, DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL typed gauge (its
+#: etc/default-counters.csv at 4.6.0-4.8.3; the cumulative DCGM_EXP_*_TOTAL rows are commented examples).
+_DEFAULTS_4_8_3 = DEFAULT_COUNTERS_CSV.replace(
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter,", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, gauge,"
+)
+_DEFAULTS_4_9 = _renamed(_DEFAULTS_4_8_3, RENAMES_4_9) + FB_CAPACITY_ROW + "\n"
 _DEFAULTS_4_10 = _renamed(_DEFAULTS_4_9, RENAMES_4_10)
 
 
@@ -122,7 +127,7 @@ _MARKS_4_9 = frozenset({new for _old, new, _unit, _help in RENAMES_4_9} | set(BA
 #: are what nearly every dashboard in the wild queries).
 RELEASES: tuple[Release, ...] = (
     Release("4.8.2", ("4.8.2",), "4.5.3", "Hostname", "DCGM_FI_DRIVER_VERSION", DEFAULT_COUNTERS_CSV, frozenset()),
-    Release("4.8.3", ("4.8.3", "4.8.4"), "4.6.0, 4.6.1", "hostname", "DCGM_FI_DRIVER_VERSION", DEFAULT_COUNTERS_CSV,
+    Release("4.8.3", ("4.8.3", "4.8.4"), "4.6.0, 4.6.1", "hostname", "DCGM_FI_DRIVER_VERSION", _DEFAULTS_4_8_3,
             frozenset({"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"})),
     Release("4.9", ("4.9.0",), "4.7.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_9, _MARKS_4_9),
     Release("4.10", ("4.10.0",), "4.8.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_10,

@@ -25,7 +25,7 @@ from prometheus_client.samples import Sample
 from gpu_exporter.catalogue.fixed import BUILD_INFO
 from gpu_exporter.compat.devices import unmatched_ids
 from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
-from gpu_exporter.compat.plan import _XID_FIELDS, CompatPlan, _Item
+from gpu_exporter.compat.plan import _CLOCK_TOTAL, _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
 from gpu_exporter.compat.series import Labels, _device_samples
@@ -44,6 +44,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     both through the one encoder with their naming profiles."""
 
     unchecked = [True]
+    clock_totals = any(item.field_id == _CLOCK_TOTAL for item in compat.items)
     bandwidth = any(
         (item.field_id in BANDWIDTH_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
         for item in compat.items
@@ -54,6 +55,9 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
             unchecked[0] = False
             for missing in unmatched_ids(compat.options.devices, frame):
                 log.warning("-d: %s is not on this host; nothing is reported for it", missing)
+        if clock_totals:  # once per frame, not per scrape: the clock events that began since the last frame
+            for device in frame.devices:
+                compat.clock_totals.update(device.identity.uuid, frame.windows.get(device.identity.uuid, ()))
         if bandwidth:  # once per frame, not per scrape: the rate between this frame's counters and the last's
             for device in frame.devices:
                 if device.up:

@@ -31,6 +31,7 @@ from gpu_exporter.compat.fields import (
 )
 from gpu_exporter.compat.plan import (
     _CLOCK_COUNT,
+    _CLOCK_TOTAL,
     _P2P_STATUS,
     _XID_COUNT,
     _XID_FIELD,
@@ -125,6 +126,8 @@ def _device_samples(
         elif item.field_id == _CLOCK_COUNT:
             events = frame.windows.get(device.identity.uuid, ())
             found += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
+        elif item.field_id == _CLOCK_TOTAL:
+            found += _clock_totals(compat.clock_totals.counts(device.identity.uuid), base)
         yield uid, found
 
 
@@ -248,6 +251,18 @@ def _clock_counts(
         return [([*base, window], 0.0)]
     return [
         ([*base, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason)), window], float(counts[reason]))
+        for reason, _bit in CLOCK_EVENT_REASONS
+        if counts.get(reason)
+    ]
+
+
+def _clock_totals(counts: dict[str, int] | None, base: Labels) -> list[tuple[Labels, float]]:
+    """DCGM_EXP_CLOCK_EVENTS_TOTAL: one series per reason that has been active (``clock_event``), valued by
+    how often it became active since start; one zero series without ``clock_event`` before the first."""
+    if not counts:
+        return [] if counts is None else [(base, 0.0)]
+    return [
+        ([*base, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason))], float(counts[reason]))
         for reason, _bit in CLOCK_EVENT_REASONS
         if counts.get(reason)
     ]

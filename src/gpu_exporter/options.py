@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_exporter.catalogue import DETAILS
-from gpu_exporter.compat.releases import ReleaseError, by_version
+from gpu_exporter.compat.releases import IMAGE, ReleaseError, by_version
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -117,8 +117,8 @@ def _dcgm_exporter_version(value: str) -> str:
     """A dcgm-exporter version gpu-exporter has a profile for (kept as written)."""
     try:
         by_version(value)
-    except ReleaseError as err:
-        raise ValueError(str(err)) from None
+    except ReleaseError:
+        raise ValueError(f"a dcgm-exporter release up to 4.10.x, such as 4.10.0, 4.8.0-4.10.0 or {IMAGE}") from None
     return value
 
 

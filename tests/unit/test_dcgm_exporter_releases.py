@@ -13,6 +13,7 @@ import pytest
 from gpu_exporter.assemble import bare_sampler
 from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
+from gpu_exporter.cli import parse_settings
 from gpu_exporter.compat.counters import CountersError, parse
 from gpu_exporter.compat.field_names import BASE_UNIT_NAMES, EXPORTER_FIELDS, field_id
 from gpu_exporter.compat.plan import needed_collectors, plan
@@ -25,6 +26,7 @@ from gpu_exporter.compat.releases import (
     by_version,
     from_names,
 )
+from gpu_exporter.config import ConfigError
 from tests.dcgmfake import from_scenario
 from tests.harness import SCENARIOS, samples, value
 from tests.test_exporter_e2e import scenario_values
@@ -198,3 +200,10 @@ def test_new_fields_nvml_and_dcgm_can_answer() -> None:
     clock = parsed["DCGM_EXP_CLOCK_EVENTS_TOTAL"]
     assert {dict(labels)["gpu"] for labels in clock} == {"0", "1", "2", "3"}
     assert all(v == (1.0 if "clock_event" in dict(labels) else 0.0) for labels, v in clock.items())
+
+
+def test_the_version_option_and_its_variable() -> None:
+    assert parse_settings(["--dcgm-exporter-version", "4.9.0"], {}).dcgm_exporter_version == "4.9.0"
+    assert parse_settings([], {"DCGM_EXPORTER_VERSION": "4.8.0-4.10.0"}).dcgm_exporter_version == "4.8.0-4.10.0"
+    with pytest.raises(ConfigError, match=r"--dcgm-exporter.version='4.11.0' is not allowed: use a dcgm-exporter"):
+        parse_settings(["--dcgm-exporter.version", "4.11.0"], {})

@@ -134,6 +134,8 @@ RELEASES: tuple[Release, ...] = (
             frozenset(new for _old, new, _unit, _help in RENAMES_4_10)),
 )  # fmt: skip
 BY_NAME = {release.name: release for release in RELEASES}
+#: An image reference as a version (its tag: DCGM release, dcgm-exporter release, variant).
+IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.8.0-4.10.0-distroless"
 #: A version as written, or a release tag: [DCGM version-]exporter version[-image variant].
 _VERSION = re.compile(r"v?(?:\d+\.\d+\.\d+-)?(\d+)\.(\d+)(?:\.(\d+))?(?:-[A-Za-z][\w.]*)?")
 

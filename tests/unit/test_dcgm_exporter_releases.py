@@ -70,6 +70,7 @@ def _render(csv: str, release: str, hostname_label: str) -> str:
 def test_each_release_default_list_loads_and_every_row_is_known(release: str) -> None:
     rows = parse(BY_NAME[release].defaults, release)
     assert rows and all(field_id(row.field) is not None for row in rows)
+    assert [row.field for row in rows if row.type == "label"] == [BY_NAME[release].driver_label]
 
 
 def test_every_name_of_every_release_loads_and_none_is_an_error(caplog: pytest.LogCaptureFixture) -> None:

@@ -226,7 +226,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     specs = enabled_specs(DEFAULT_COLLECTORS | set(extra))
     # the file names DCGM 4.7's base-unit names, so the NVML process chose the 4.9 profile: its host label
     release, _why = from_names([row.field for row in load(str(csv))])
-    compat_plan = plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", release.hostname_label)
+    compat_plan = plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", release.hostname_label, release=release.name)
     fake = from_scenario(text)
     sampler = bare_sampler(
         DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True, compat=compat_plan

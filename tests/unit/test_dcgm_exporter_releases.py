@@ -208,3 +208,10 @@ def test_the_version_option_and_its_variable() -> None:
     assert parse_settings([], {"DCGM_EXPORTER_VERSION": "4.8.0-4.10.0"}).dcgm_exporter_version == "4.8.0-4.10.0"
     with pytest.raises(ConfigError, match=r"--dcgm-exporter.version='4.11.0' is not allowed: use a dcgm-exporter"):
         parse_settings(["--dcgm-exporter.version", "4.11.0"], {})
+
+
+@pytest.mark.parametrize(("release", "expected"), [("4.8.2", 97.0), ("4.8.3", 97.0), ("4.9", 0.97), ("4.10", 0.97)])
+def test_gpu_util_ratio_is_dcgm_4_6s_percent_before_4_9_and_a_ratio_from_4_9(release: str, expected: float) -> None:
+    """DCGM 4.6 spells field 203 (a percent) DCGM_FI_DEV_GPU_UTIL_RATIO; dcgm-exporter 4.9 serves the name as 0-1."""
+    parsed = samples(_render("DCGM_FI_DEV_GPU_UTIL_RATIO, gauge, util\n", release, "hostname"))
+    assert value(parsed, "DCGM_FI_DEV_GPU_UTIL_RATIO", gpu="0") == expected

@@ -34,6 +34,7 @@ from gpu_exporter.compat.fields import (
     not_served_reason,
 )
 from gpu_exporter.compat.flags import DcgmOptions
+from gpu_exporter.compat.releases import BY_NAME
 from gpu_exporter.sampling.consumers import Memory
 from gpu_exporter.sampling.events import RECENT_SECONDS
 
@@ -136,12 +137,13 @@ def plan(
     labels: list[tuple[str, int]] = []
     seen: set[str] = set()
     skipped: list[str] = []
+    ids = BY_NAME[release].ids if release in BY_NAME else {}
     for counter in counters:
         if counter.field in seen:
             log.warning("counters line %d: %s is listed twice; the first row is used", counter.line, counter.field)
             continue
         seen.add(counter.field)
-        number = field_id(counter.field)
+        number = ids.get(counter.field) or field_id(counter.field)
         assert number is not None  # counters.parse accepts known names only
         reason = ""
         if counter.type == "label":

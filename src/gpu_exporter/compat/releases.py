@@ -30,7 +30,8 @@ a row is served under the name it is written with, in that field's unit.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gpu_exporter.compat.counters import DEFAULT_COUNTERS_CSV
 from gpu_exporter.compat.field_names import BASE_UNIT_NAMES
@@ -120,15 +121,21 @@ class Release:
     driver_label: str
     defaults: str
     marks: frozenset[str]
+    #: Names this release's DCGM gives another field than the newest does (name → DCGM field id).
+    ids: Mapping[str, int] = field(default_factory=dict)
 
 
+#: Before DCGM 4.7 (dcgm-exporter 4.8.x), DCGM_FI_DEV_GPU_UTIL_RATIO is DCGM 4.6's spelling of field 203,
+#: the percent (DCGM 4.6's bindings: DCGM_FI_DEV_GPU_UTIL_RATIO = 203); 4.9 serves it as a 0-1 ratio.
+_IDS_4_8 = {"DCGM_FI_DEV_GPU_UTIL_RATIO": 203}
 _MARKS_4_9 = frozenset({new for _old, new, _unit, _help in RENAMES_4_9} | set(BASE_UNIT_NAMES))
 #: Oldest first; the first is the profile when nothing says otherwise (the names of 4.8.2 and before
 #: are what nearly every dashboard in the wild queries).
 RELEASES: tuple[Release, ...] = (
-    Release("4.8.2", ("4.8.2",), "4.5.3", "Hostname", "DCGM_FI_DRIVER_VERSION", DEFAULT_COUNTERS_CSV, frozenset()),
+    Release("4.8.2", ("4.8.2",), "4.5.3", "Hostname", "DCGM_FI_DRIVER_VERSION", DEFAULT_COUNTERS_CSV, frozenset(),
+            _IDS_4_8),
     Release("4.8.3", ("4.8.3", "4.8.4"), "4.6.0, 4.6.1", "hostname", "DCGM_FI_DRIVER_VERSION", _DEFAULTS_4_8_3,
-            frozenset({"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"})),
+            frozenset({"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"}), _IDS_4_8),
     Release("4.9", ("4.9.0",), "4.7.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_9, _MARKS_4_9),
     Release("4.10", ("4.10.0",), "4.8.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_10,
             frozenset(new for _old, new, _unit, _help in RENAMES_4_10)),

@@ -20,7 +20,7 @@ from gpu_exporter import __version__
 from gpu_exporter.app import create_app
 from gpu_exporter.backends import select, with_interval
 from gpu_exporter.backends.base import BackendUnavailable
-from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF, METRICS
 from gpu_exporter.commands.snapshot import subcommand
 from gpu_exporter.compat import counters, releases
 from gpu_exporter.compat import flags as dcgm_flags
@@ -126,12 +126,19 @@ def _load_counters(path: str) -> tuple[Counter, ...]:
         raise counters.CountersError(f"--collectors={quote(path)}: not a CSV file ({err})") from None
 
 
+def _profiling(name: str) -> bool:
+    """Whether a DCGM profiling field (1000-1099) is read through the profiling collector: not when a
+    catalogue row of another collector serves it (the PCIe byte totals are NVML fields of ``pcie``)."""
+    spec = next((spec for spec in METRICS if spec.compat_name and field_id(spec.compat_name) == field_id(name)), None)
+    return spec is None or spec.collector == "profiling"
+
+
 def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Settings:
     """dcgm-exporter collects what its counters list names: a list with profiling fields (DCGM_FI_PROF_*,
     field ids 1000-1099) turns the profiling collector on, unless it was switched off (or on) explicitly."""
     if "profiling" in settings.collectors or "profiling" in settings.collectors_chosen:
         return settings
-    wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099]
+    wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099 and _profiling(row.field)]
     if not wanted:
         return settings
     log.info(

@@ -23,11 +23,13 @@ DCGM_FI_DEV_FB_CAPACITY_BYTES, gauge, Total GPU memory (in bytes).
 DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND, gauge, PCIe TX (bytes per second).
 DCGM_FI_SYSTEM_GPU_QUANTITY, gauge, GPUs on the node.
 DCGM_FI_CUDA_DRIVER_VERSION, gauge, CUDA driver version.
+DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL, counter, PCIe bytes sent.
 DCGM_EXP_XID_ERRORS_TOTAL, counter, Xids since start.
 DCGM_EXP_GPU_HEALTH_STATUS, gauge, Health.
 DCGM_FI_SYSTEM_DRIVER_VERSION, label, Driver Version
 """
 SIMULATED = REPO / "src" / "gpu_exporter" / "simulate" / "scenarios" / "default.scn"
+PCIE_BYTES = "\ngpu0.pcie.tx_bytes = 987654321012\n"
 
 
 @pytest.mark.parametrize("where", ["simulate", "fake"])
@@ -36,13 +38,13 @@ def test_a_4_10_counters_file_loads_and_serves_each_name_in_its_unit(
 ) -> None:
     csv = tmp_path / "counters-4.10.csv"
     csv.write_text(COUNTERS)
+    # the scenario, with GPU 0's PCIe byte count (NVML field 197) added
+    scenario = tmp_path / "host.scn"
+    scenario.write_text((SIMULATED if where == "simulate" else SCENARIOS / "h100x4.scn").read_text() + PCIE_BYTES)
     if where == "simulate":
-        scenario = SIMULATED
-        exporter = start(
-            None, None, tmp_path, "--simulate", "-f", str(csv), env={"LD_LIBRARY_PATH": "", "NODE_NAME": "n7"}
-        )
+        env = {"LD_LIBRARY_PATH": "", "NODE_NAME": "n7"}
+        exporter = start(None, None, tmp_path, "--simulate", str(scenario), "-f", str(csv), env=env)
     else:
-        scenario = SCENARIOS / "h100x4.scn"
         exporter = start(fakenvml_dir, scenario, tmp_path, "-f", str(csv), env={"NODE_NAME": "n7"})
     try:
         parsed = samples(exporter.metrics())
@@ -53,7 +55,8 @@ def test_a_4_10_counters_file_loads_and_serves_each_name_in_its_unit(
     assert log.count("dcgm-exporter profile 4.10 (dcgm-exporter 4.10.0, DCGM 4.8.0)") == 1, log
     assert "names DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND" in log
     skipped = [line for line in log.splitlines() if "cannot be served" in line]
-    assert len(skipped) == 1 and "1 of 13 rows" in skipped[0] and "DCGM_EXP_GPU_HEALTH_STATUS skipped" in skipped[0]
+    assert len(skipped) == 1 and "1 of 14 rows" in skipped[0] and "DCGM_EXP_GPU_HEALTH_STATUS skipped" in skipped[0]
+    assert "profiling fields (DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND)" in log  # the byte total is a pcie field
     gpu0 = {"gpu": "0", "hostname": "n7", "DCGM_FI_SYSTEM_DRIVER_VERSION": facts["driver_version"]}
     mhz = value(parsed, "DCGM_FI_DEV_SM_CLOCK", **gpu0)
     assert mhz == float(facts["gpu0.clock.sm"]) and value(parsed, "DCGM_FI_DEV_SM_CLOCK_HERTZ", **gpu0) == mhz * 1e6
@@ -66,4 +69,6 @@ def test_a_4_10_counters_file_loads_and_serves_each_name_in_its_unit(
     assert value(parsed, "DCGM_FI_SYSTEM_GPU_QUANTITY", **gpu0) == gpus
     assert value(parsed, "DCGM_FI_CUDA_DRIVER_VERSION", **gpu0) == float(facts["cuda_driver_version"])
     assert value(parsed, "DCGM_EXP_XID_ERRORS_TOTAL_total", **gpu0) is not None
+    assert value(parsed, "DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL_total", **gpu0) == 987654321012
+    assert value(parsed, "DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL_total", gpu="1") is None  # GPU 1: NVML says not supported
     assert value(parsed, "gpu_exporter_build_info", dcgm_exporter_release="4.10") == 1.0

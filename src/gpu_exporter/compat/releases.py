@@ -100,7 +100,8 @@ def _renamed(text: str, renames: tuple[tuple[str, str, str, str], ...]) -> str:
 
 
 #: 4.8.3's shipped list: 4.8.2's active rows, DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL typed gauge (its
-#: etc/default-counters.csv at 4.6.0-4.8.3; the cumulative DCGM_EXP_*_TOTAL rows are commented examples).
+#: etc/default-counters.csv at 4.6.0-4.8.3 as public material quotes it, not read at NVIDIA; the cumulative
+#: DCGM_EXP_*_TOTAL rows are commented examples there).
 _DEFAULTS_4_8_3 = DEFAULT_COUNTERS_CSV.replace(
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter,", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, gauge,"
 )

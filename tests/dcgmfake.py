@@ -56,6 +56,7 @@ from gpu_exporter.backends.dcgm.values import (
     ST_MAX_LIMIT,
     ST_NOT_WATCHED,
     ST_OK,
+    ST_VER_MISMATCH,
     Entity,
     FieldValue,
     link_entity_id,
@@ -138,6 +139,7 @@ class FakeDcgm:
     group_limit: int = GROUP_MAX_ENTITIES_4
     p2p: dict[int, dict[int, int]] = field(default_factory=dict)  # GPU id → peer GPU id → NVLink P2P status
     release: str = "4.6.0"  # the engine's DCGM release: which field ids it knows, how it packs link ids
+    library: str = ""  # the release of the libdcgm the exporter loads (empty: the engine's own)
     aged: dict[tuple[int, int], int] = field(default_factory=dict)  # entity → µs its samples stopped at
     lost: set[int] = field(default_factory=set)  # GPU ids lost at run time (blank values, status OK)
     status_calls: int = 0
@@ -149,6 +151,14 @@ class FakeDcgm:
     @property
     def version(self) -> tuple[int, int, int]:
         return parse_version(self.release) or (4, 6, 0)
+
+    def mismatched(self) -> bool:
+        """DCGM 4.7.1's rule: some requests between a 4.7.1 libdcgm and an earlier host engine, or a 4.7.1
+        engine and an earlier libdcgm, fail with DCGM_ST_VER_MISMATCH (dcgm-exporter 4.9.0's release notes;
+        DCGM 4.7.1's sources are not readable here, so which requests is modelled as the watches)."""
+        library = parse_version(self.library) if self.library else self.version
+        sides = sorted((library or self.version, self.version))
+        return sides[0] != sides[1] and sides[1] == (4, 7, 1)
 
     def link_id(self, group: int, owner: int, port: int) -> int:
         return link_entity_id(group, owner, port, legacy=self.version < (4, 0, 0))
@@ -280,6 +290,9 @@ class FakeDcgm:
         keep_age_s: float,
     ) -> dict[tuple[int, int], int]:
         self._check()
+        if self.mismatched():
+            sides = f"libdcgm {self.library}, host engine {self.release}"
+            raise dcgm_error(ST_VER_MISMATCH, f"dcgmWatchFields: API version mismatch ({sides})")
         if len(entities) > self.group_limit:
             raise dcgm_error(ST_MAX_LIMIT, f"dcgmGroupAddEntity: {name} holds {self.group_limit} entities already")
         refused = {key: status for key in entities if (status := self.refusal(key)) is not None}

@@ -129,13 +129,14 @@ def dcgm_exporter_field_list() -> str:
     """Every DCGM field served in dcgm-exporter mode (from the catalogue and the composed fields), then
     the rest of DCGM's device fields by id range with why they are not."""
     from gpu_exporter.catalogue import BY_KEY, METRICS
-    from gpu_exporter.compat.field_names import FIELD_IDS
+    from gpu_exporter.compat.field_names import BASE_UNIT_NAMES, FIELD_IDS
     from gpu_exporter.compat.fields import (
         BANDWIDTH_FIELDS,
         BANDWIDTH_SOURCE,
         COMPOSED,
         DOUBLE_IDS,
         ENCODED_FIELDS,
+        HOST_SOURCES,
         IDENTITY_SOURCES,
         LINK_BANDWIDTH,
         LINK_BANDWIDTHS,
@@ -150,6 +151,7 @@ def dcgm_exporter_field_list() -> str:
             backends = "/".join(name.upper() for name in ("nvml", "dcgm") if spec.source(name) is not None)
             served[FIELD_IDS[spec.compat_name]] = (spec.compat_name, f"`{spec.key}`", backends)
     names = {number: name for name, number in reversed(FIELD_IDS.items())}
+    names.update({number: name for name, number in BASE_UNIT_NAMES.items()})
     for number, composed in COMPOSED.items():  # the backends that read every part
         parts = [BY_KEY[key] for key in composed.keys]
         backends = "/".join(name.upper() for name in ("nvml", "dcgm") if all(p.source(name) for p in parts))
@@ -167,6 +169,8 @@ def dcgm_exporter_field_list() -> str:
     for number, link in BANDWIDTH_FIELDS.items():
         over = "every link" if link is None else f"link {link}"
         served.setdefault(number, (names[number], f"{BANDWIDTH_SOURCE}, {over}", "NVML"))
+    for number, source in HOST_SOURCES.items():
+        served.setdefault(number, (names[number], source, "NVML/DCGM"))
     for number, source in IDENTITY_SOURCES.items():
         served.setdefault(number, (names[number], f"{source}, read at discovery", "NVML/DCGM"))
     served.setdefault(

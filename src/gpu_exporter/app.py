@@ -25,6 +25,7 @@ from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
+from gpu_exporter.compat import releases
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
@@ -76,10 +77,11 @@ def create_app(
                 backend.name,
             )
         compat_plan = None
-        if compat is not None:
+        if compat is not None:  # the host label: as set, else the dcgm-exporter profile's
+            label = settings.hostname_label or releases.BY_NAME[settings.dcgm_exporter_release].hostname_label
             compat_plan = plan(
-                compat, specs, backend.name, "xid" in collectors, hostname, settings.hostname_label,
-                settings.dcgm_exporter,
+                compat, specs, backend.name, "xid" in collectors, hostname, label, settings.dcgm_exporter,
+                settings.dcgm_exporter_release,
             )  # fmt: skip
         running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan)
         holder["sampler"] = running

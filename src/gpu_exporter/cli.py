@@ -20,9 +20,9 @@ from gpu_exporter import __version__
 from gpu_exporter.app import create_app
 from gpu_exporter.assemble.backends import select, with_interval
 from gpu_exporter.backends.base import BackendUnavailable
-from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
+from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF, METRICS
 from gpu_exporter.commands.snapshot import subcommand
-from gpu_exporter.compat import counters
+from gpu_exporter.compat import counters, releases
 from gpu_exporter.compat import flags as dcgm_flags
 from gpu_exporter.compat.configmap import ConfigMapError, read_counters
 from gpu_exporter.compat.counters import Counter
@@ -125,12 +125,19 @@ def _load_counters(path: str) -> tuple[Counter, ...]:
         raise counters.CountersError(f"--collectors={quote(path)}: not a CSV file ({err})") from None
 
 
+def _profiling(name: str) -> bool:
+    """Whether a DCGM profiling field (1000-1099) is read through the profiling collector: not when a
+    catalogue row of another collector serves it (the PCIe byte totals are NVML fields of ``pcie``)."""
+    spec = next((spec for spec in METRICS if spec.compat_name and field_id(spec.compat_name) == field_id(name)), None)
+    return spec is None or spec.collector == "profiling"
+
+
 def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Settings:
     """dcgm-exporter collects what its counters list names: a list with profiling fields (DCGM_FI_PROF_*,
     field ids 1000-1099) turns the profiling collector on, unless it was switched off (or on) explicitly."""
     if "profiling" in settings.collectors or "profiling" in settings.collectors_chosen:
         return settings
-    wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099]
+    wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099 and _profiling(row.field)]
     if not wanted:
         return settings
     log.info(
@@ -140,13 +147,32 @@ def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Setting
     return replace(settings, collectors=settings.collectors | {"profiling"})
 
 
-def _compat_counters(settings: Settings) -> tuple[Counter, ...]:
-    """dcgm-exporter's counters: its ConfigMap (-m) over the file (-f) over its default list."""
+def _compat_counters(settings: Settings) -> tuple[tuple[Counter, ...], Settings]:
+    """dcgm-exporter's counters: its ConfigMap (-m) over the file (-f) over the profile's default list;
+    and the settings with the dcgm-exporter profile chosen (:mod:`gpu_exporter.compat.releases`), said in
+    one start-up line."""
     spec = settings.dcgm_exporter.configmap
+    rows: tuple[Counter, ...] | None = None
     if spec:
         text = read_counters(spec, os.environ, settings.kubelet_token_file, settings.kubelet_ca_file)
-        return counters.parse(text, f"ConfigMap {spec}")
-    return _load_counters(settings.collectors_file) if settings.collectors_file else counters.defaults()
+        rows = counters.parse(text, f"ConfigMap {spec}")
+    elif settings.collectors_file:
+        rows = _load_counters(settings.collectors_file)
+    if settings.dcgm_exporter_version:
+        release = releases.by_version(settings.dcgm_exporter_version)
+        why = f"--dcgm-exporter.version {settings.dcgm_exporter_version}"
+    else:
+        release, why = releases.from_names([row.field for row in rows or ()])
+    if rows is None:
+        rows = counters.parse(release.defaults, f"dcgm-exporter {release.name}'s default counters")
+    label = settings.hostname_label or release.hostname_label
+    log.info(
+        "dcgm-exporter profile %s (dcgm-exporter %s, DCGM %s): %s; host label %s, %s",
+        release.name, "/".join(release.covers), release.dcgm, why, label,
+        f"counters from {spec or settings.collectors_file}" if spec or settings.collectors_file
+        else "its default counters",
+    )  # fmt: skip
+    return rows, replace(settings, dcgm_exporter_release=release.name)
 
 
 #: Settings a SIGHUP applies without a restart.
@@ -168,6 +194,7 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
         current = server.settings
         if "profiling" in current.collectors - new.collectors and "profiling" not in new.collectors_chosen:
             new = replace(new, collectors=new.collectors | {"profiling"})  # turned on by the counters list
+        new = replace(new, dcgm_exporter_release=current.dcgm_exporter_release)  # chosen at start-up
         changed = [item.name for item in fields(Settings) if getattr(new, item.name) != getattr(current, item.name)]
         server.web.reload(new.web_config_file)
         if new.log_level != current.log_level or new.log_format != current.log_format:
@@ -255,7 +282,7 @@ def _main(argv: Sequence[str] | None) -> int:
     compat: tuple[Counter, ...] | None = None
     if settings.metric_names == "dcgm-exporter":
         try:
-            compat = _compat_counters(settings)
+            compat, settings = _compat_counters(settings)
         except counters.CountersError as err:
             _error(err)
             return USAGE_ERROR

@@ -16,6 +16,7 @@ from typing import Any
 from gpu_exporter.backends import registry
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS, Detail
 from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
+from gpu_exporter.compat.releases import IMAGE, ReleaseError, by_version
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
 from gpu_exporter.options import OPTIONS as GENERAL
 from gpu_exporter.options import Option, _boolean
@@ -36,8 +37,33 @@ SIMULATE = Option(
     "simulated): a built-in scenario (default, mig, old-gpu, lost-gpu; the flag alone is default) or "
     "a scenario file in the test fake's format (default: off).", "SCENARIO", bare="default",
 )  # fmt: skip
-#: The whole option table: the general rows, ``--backend`` and each backend's own, ``--simulate``.
-OPTIONS: tuple[Option, ...] = (*GENERAL, *registry.OPTIONS, SIMULATE)
+
+
+def _dcgm_exporter_version(value: str) -> str:
+    """A dcgm-exporter version gpu-exporter has a profile for (kept as written)."""
+    try:
+        by_version(value)
+    except ReleaseError:
+        raise ValueError(f"a dcgm-exporter release up to 4.10.x, such as 4.10.0, 4.8.0-4.10.0 or {IMAGE}") from None
+    return value
+
+
+#: ``--dcgm-exporter.version``: its values are the release profiles of the dcgm-exporter mode.
+DCGM_EXPORTER_VERSION = Option(
+    "--dcgm-exporter.version",
+    "dcgm_exporter_version",
+    ("dcgm-exporter", "version"),
+    _dcgm_exporter_version,
+    "The dcgm-exporter release to be a drop-in for: its default counters, host and driver labels (4.8.2, "
+    "4.8.3, 4.8.4, 4.9.0, 4.10.0, a release tag such as 4.8.0-4.10.0 or its image reference); default: the "
+    "release the counters file's names show, else 4.8.2.",
+    "VERSION",
+    aliases=("--dcgm-exporter-version",),
+    env_aliases=("DCGM_EXPORTER_VERSION",),
+)
+#: The whole option table: the general rows, ``--backend`` and each backend's own, ``--simulate``,
+#: ``--dcgm-exporter.version``.
+OPTIONS: tuple[Option, ...] = (*GENERAL, *registry.OPTIONS, SIMULATE, DCGM_EXPORTER_VERSION)
 
 
 class ConfigError(ValueError):
@@ -65,7 +91,10 @@ class Settings:
     metric_names: str = "native"
     metrics_detail: Detail = "lean"
     collectors_file: str = ""
-    hostname_label: str = "Hostname"
+    hostname_label: str = ""  # empty: the dcgm-exporter profile's
+    dcgm_exporter_version: str = ""  # empty: the profile the counters file's names show
+    #: The dcgm-exporter profile chosen at start-up (:mod:`gpu_exporter.compat.releases`).
+    dcgm_exporter_release: str = "4.8.2"
     kubernetes: bool = False
     pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     kubelet_refresh: float = 10.0

@@ -236,8 +236,8 @@ OPTIONS: tuple[Option, ...] = (
            "default list).", "FILE", aliases=("-f",), env_aliases=("DCGM_EXPORTER_COLLECTORS",)),
     Option("--dcgm-exporter.hostname-label", "hostname_label", ("dcgm-exporter", "hostname-label"),
            _choice_exact("Hostname", "hostname"),
-           "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2, default) or hostname.",
-           "NAME"),
+           "Name of the host label in dcgm-exporter mode: Hostname (releases to 4.8.2) or hostname (4.8.3 and "
+           "later); default: the dcgm-exporter profile's.", "NAME"),
     Option("--kubernetes", "kubernetes", ("kubernetes",), _boolean,
            "Attribute GPUs to Kubernetes pods through the kubelet's pod-resources API: gpu_allocation_info "
            "series, and pod, namespace, container labels in dcgm-exporter mode (default false).",

@@ -1,5 +1,5 @@
 /* Field values NVML offers only through nvmlDeviceGetFieldValues (no call of their own): the HW
- * slowdown times, PCIe correctable errors, the recovery action and power smoothing's settings. Each
+ * slowdown times, PCIe correctable errors and bytes, the recovery action and power smoothing's settings. Each
  * reads one gpuN key (see SCENARIO.md, "Fields without a call"); a missing key is NOT_SUPPORTED. The
  * per-profile power smoothing fields take the preset profile as scopeId. */
 
@@ -21,6 +21,8 @@ static const struct only_field k_only[] = {
     {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, "slowdown.hw_thermal", ULL, false},
     {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, "slowdown.hw_power_brake", ULL, false},
     {NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS, "pcie.correctable_errors", ULL, false},
+    {NVML_FI_DEV_PCIE_COUNT_TX_BYTES, "pcie.tx_bytes", ULL, false},
+    {NVML_FI_DEV_PCIE_COUNT_RX_BYTES, "pcie.rx_bytes", ULL, false},
     {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, "recovery_action", UINT, false},
     {NVML_FI_PWR_SMOOTHING_ENABLED, "power_smoothing.enabled", UINT, false},
     {NVML_FI_PWR_SMOOTHING_PRIV_LVL, "power_smoothing.privilege_level", UINT, false},

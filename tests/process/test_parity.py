@@ -162,12 +162,12 @@ def test_each_dcgm_release_serves_what_it_knows_equal_to_nvml(fakenvml_dir: Path
 def every_field_csv() -> str:
     """A dcgm-exporter counters CSV naming every DCGM field gpu-exporter serves: each catalogue row's
     compat name, each composed field and each label field, under DCGM's first name for the id."""
-    from gpu_exporter.compat.field_names import FIELD_IDS
-    from gpu_exporter.compat.fields import COMPOSED, FB_USED_RATIO, IDENTITY_VALUES, LINK_ENTITY_FIELDS
+    from gpu_exporter.compat.field_names import BASE_UNIT_NAMES, FIELD_IDS
+    from gpu_exporter.compat.fields import COMPOSED, FB_USED_RATIO, HOST_VALUES, IDENTITY_VALUES, LINK_ENTITY_FIELDS
     from gpu_exporter.compat.plan import LABEL_FIELDS
 
     first: dict[int, str] = {}
-    for name, number in FIELD_IDS.items():
+    for name, number in {**FIELD_IDS, **BASE_UNIT_NAMES}.items():
         first.setdefault(number, name)
     # Rows both backends read (the NVLink5 bit error rates are NVML's only).
     rows = [f"{spec.compat_name}, {spec.kind}, row {spec.name}" for spec in METRICS if spec.compat_name and spec.dcgm]
@@ -181,6 +181,7 @@ def every_field_csv() -> str:
     ]
     # Identity (read at discovery) as values and as label fields, and the P2P pseudo-field.
     rows += [f"{first[number]}, gauge, identity {number}" for number in sorted(IDENTITY_VALUES)]
+    rows += [f"{first[number]}, gauge, host {number}" for number in sorted(HOST_VALUES)]
     rows += [f"{first[number]}, label, label {number}" for number in sorted(LABEL_FIELDS)]
     rows += ["DCGM_EXP_P2P_STATUS, gauge, P2P status", f"{first[FB_USED_RATIO]}, gauge, used ratio"]
     return "# every field gpu-exporter serves\n" + "\n".join(rows) + "\n"
@@ -195,6 +196,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     in DCGM's types (INT64 fields whole, framebuffer and BAR1 in whole MiB)."""
     from gpu_exporter.compat.counters import load
     from gpu_exporter.compat.plan import plan
+    from gpu_exporter.compat.releases import from_names
 
     csv = tmp_path / "every-field.csv"
     csv.write_text(every_field_csv())
@@ -212,7 +214,9 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
     finally:
         exporter.stop()
     specs = enabled_specs(DEFAULT_COLLECTORS | set(extra))
-    compat_plan = plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", "Hostname")
+    # the file names DCGM 4.7's base-unit names, so the NVML process chose the 4.9 profile: its host label
+    release, _why = from_names([row.field for row in load(str(csv))])
+    compat_plan = plan(load(str(csv)), specs, "dcgm", True, "gpu-node-7", release.hostname_label, release=release.name)
     fake = from_scenario(text)
     sampler = bare_sampler(
         DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "parity", watch_events=True, compat=compat_plan
@@ -235,6 +239,9 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
         "DCGM_FI_DEV_MIG_MODE",
         "DCGM_FI_DEV_PCI_COMBINED_ID",
         "DCGM_FI_DEV_NVML_INDEX",
+        "DCGM_FI_DEV_COUNT",
+        "DCGM_FI_CUDA_DRIVER_VERSION",
+        "DCGM_FI_DEV_FB_USED_BYTES",
     }
     if scenario == "h100x4.scn":
         must |= {"DCGM_EXP_P2P_STATUS", "DCGM_FI_DEV_NVLINK_P2P_STATUS", "DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY"}
@@ -243,7 +250,7 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
         must |= {"DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS", "DCGM_FI_DEV_PCIE_CORRECTABLE_ERROR_TOTAL"}
         must |= {"DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", "DCGM_FI_DEV_PWR_SMOOTHING_ENABLED"}
         must |= {"DCGM_FI_DEV_PWR_SMOOTHING_APPLIED_TMP_FLOOR", "DCGM_FI_DEV_PWR_SMOOTHING_PROFILE_RAMP_DOWN_HYST_VAL"}
-        must |= {"DCGM_FI_DEV_GPM_SUPPORT"}
+        must |= {"DCGM_FI_DEV_GPM_SUPPORT", "DCGM_FI_DEV_GPU_UTIL_RATIO"}
     if "nvlink" in extra:
         must |= {"DCGM_FI_DEV_BAR1_FREE", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
         must |= {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0"}

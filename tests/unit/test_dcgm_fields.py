@@ -11,6 +11,7 @@ from gpu_exporter.compat.fields import (
     DOUBLE_IDS,
     ENCODED_FIELDS,
     FB_USED_RATIO,
+    HOST_VALUES,
     IDENTITY_VALUES,
     LINK_BANDWIDTH,
     LINK_BANDWIDTHS,
@@ -32,6 +33,7 @@ def _served() -> set[int]:
         | set(BANDWIDTH_FIELDS)
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
+        | set(HOST_VALUES)
         | set(LINK_ENTITY_FIELDS)
         | set(LINK_BANDWIDTHS)
         | set(ENCODED_FIELDS)

@@ -47,6 +47,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("simulate.processes", "attribution.procfs"): "a scenario's processes answer as /proc does (its protocol)",
     ("status.view", "simulate.builtins"): "the status page says when every value is simulated",
     ("config", "compat.flags"): "dcgm-exporter's flags are options of the one command line",
+    ("config", "compat.releases"): "--dcgm-exporter.version takes a release gpu-exporter has a profile for",
 }
 
 

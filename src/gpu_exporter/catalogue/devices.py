@@ -308,6 +308,17 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetFieldValues", "pcie_correctable_errors"), DcgmSource(1501),
         "DCGM_FI_DEV_PCIE_CORRECTABLE_ERROR_TOTAL",
     ),
+    # NVML fields 197, 198 (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES, "PCIe transmit bytes. Value can be wrapped."),
+    # in the field-value batch; DCGM's 1091, 1092 (DCGM_FI_PROF_PCIE_TX/RX_BYTES_TOTAL) are profiling-module
+    # fields the DCGM backend does not watch, so only NVML serves them
+    _counter(
+        "gpu_pcie_transmit_bytes_total", "bytes", "Bytes the GPU sent over PCIe, as NVML counts them", "pcie",
+        NvmlSource("nvmlDeviceGetFieldValues", "pcie_tx_bytes"), None, "DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL",
+    ),
+    _counter(
+        "gpu_pcie_receive_bytes_total", "bytes", "Bytes the GPU received over PCIe, as NVML counts them", "pcie",
+        NvmlSource("nvmlDeviceGetFieldValues", "pcie_rx_bytes"), None, "DCGM_FI_PROF_PCIE_RX_BYTES_TOTAL",
+    ),
     _gauge(
         "gpu_pcie_transmit_bytes_per_second", "bytes_per_second",
         "PCIe transmit throughput averaged over a 20 ms window (KB taken as 1024 bytes)", "pcie",

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 # utilization, memory, temperature, power (:mod:`.devices`)
 UTILIZATION = "gpu_utilization_ratio"
+MEMORY_COPY_UTILIZATION = "gpu_memory_copy_utilization_ratio"
+ENCODER_UTILIZATION = "gpu_encoder_utilization_ratio"
+DECODER_UTILIZATION = "gpu_decoder_utilization_ratio"
 MEMORY_TOTAL = "gpu_memory_total_bytes"
 MEMORY_USED = "gpu_memory_used_bytes"
 MEMORY_FREE = "gpu_memory_free_bytes"

@@ -16,7 +16,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_exporter.compat.field_names import field_id
+from gpu_exporter.compat.field_names import close_names, field_id
 
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
 
@@ -84,9 +84,9 @@ def parse(text: str, source: str) -> tuple[Counter, ...]:
             )
         field, kind, help_text = (part.strip() for part in fields)
         if field_id(field) is None:
-            raise CountersError(
-                f"{source}:{number}: unknown field {field!r}; use a DCGM field name such as DCGM_FI_DEV_GPU_TEMP"
-            )
+            near = " or ".join(close_names(field))
+            hint = f"did you mean {near}?" if near else "use a DCGM field name such as DCGM_FI_DEV_GPU_TEMP"
+            raise CountersError(f"{source}:{number}: unknown field {field!r}; {hint}")
         if kind not in TYPES:
             raise CountersError(f"{source}:{number}: type {kind!r} of {field} is not one of {', '.join(TYPES)}")
         counters.append(Counter(field, kind, help_text, number))

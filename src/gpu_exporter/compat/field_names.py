@@ -14,6 +14,8 @@ dcgm-exporter 1.x used lowercase names (``dcgm_sm_clock``); they stay valid in c
 
 from __future__ import annotations
 
+import difflib
+
 # One line per field id: the id, then every name DCGM or go-dcgm gives it.
 _TABLE = """\
 1 DCGM_FI_DRIVER_VERSION DCGM_FI_SYSTEM_DRIVER_VERSION
@@ -105,7 +107,7 @@ _TABLE = """\
 200 DCGM_FI_DEV_PCIE_TX_THROUGHPUT
 201 DCGM_FI_DEV_PCIE_RX_THROUGHPUT
 202 DCGM_FI_DEV_PCIE_REPLAY_COUNTER DCGM_FI_DEV_PCIE_REPLAY_TOTAL
-203 DCGM_FI_DEV_GPU_UTIL DCGM_FI_DEV_GPU_UTIL_RATIO
+203 DCGM_FI_DEV_GPU_UTIL
 204 DCGM_FI_DEV_MEM_COPY_UTIL
 205 DCGM_FI_DEV_ACCOUNTING_DATA DCGM_FI_DEV_PROCESS_ACCOUNTING_STATS
 206 DCGM_FI_DEV_ENC_UTIL
@@ -468,10 +470,10 @@ _TABLE = """\
 1006 DCGM_FI_PROF_FP64_UTIL_RATIO DCGM_FI_PROF_PIPE_FP64_ACTIVE
 1007 DCGM_FI_PROF_FP32_UTIL_RATIO DCGM_FI_PROF_PIPE_FP32_ACTIVE
 1008 DCGM_FI_PROF_FP16_UTIL_RATIO DCGM_FI_PROF_PIPE_FP16_ACTIVE
-1009 DCGM_FI_PROF_PCIE_TX_BYTES
-1010 DCGM_FI_PROF_PCIE_RX_BYTES
-1011 DCGM_FI_PROF_NVLINK_TX_BYTES
-1012 DCGM_FI_PROF_NVLINK_RX_BYTES
+1009 DCGM_FI_PROF_PCIE_TX_BYTES DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND
+1010 DCGM_FI_PROF_PCIE_RX_BYTES DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND
+1011 DCGM_FI_PROF_NVLINK_TX_BYTES DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND
+1012 DCGM_FI_PROF_NVLINK_RX_BYTES DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND
 1013 DCGM_FI_PROF_IMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE
 1014 DCGM_FI_PROF_HMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE
 1015 DCGM_FI_PROF_DFMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE
@@ -619,7 +621,7 @@ _TABLE = """\
 1418 DCGM_FI_DEV_NVLINK_COUNT_FEC_HISTORY_14 DCGM_FI_DEV_NVLINK_FEC_HISTORY_14_TOTAL
 1419 DCGM_FI_DEV_NVLINK_COUNT_FEC_HISTORY_15 DCGM_FI_DEV_NVLINK_FEC_HISTORY_15_TOTAL
 1420 DCGM_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP_NS
-1421 DCGM_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST_NS
+1421 DCGM_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST_NS DCGM_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST_COUNT_NS
 1422 DCGM_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN_NS
 1423 DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS
 1424 DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_NS
@@ -732,15 +734,47 @@ FIELD_IDS: dict[str, int] = _names(_TABLE)
 #: dcgm-exporter 1.x's lowercase names → their ids.
 OLD_NAMES: dict[str, int] = _names(_OLD_TABLE)
 
-#: dcgm-exporter's own pseudo-fields (not DCGM fields), with the ids dcgm-exporter gives them.
+#: dcgm-exporter's own pseudo-fields (not DCGM fields), with the ids dcgm-exporter gives them (9001-9004),
+#: and the cumulative totals dcgm-exporter 4.8.3 added ("cumulative XID totals and cumulative clock-event
+#: totals", its 4.6.0-4.8.3 release notes; the Xid total's name is the one NVIDIA's "DCGM Exporter
+#: Metrics" page lists; the clock-event total's is spelled as its windowed twin, _COUNT → _TOTAL).
 EXPORTER_FIELDS: dict[str, int] = {
     "DCGM_EXP_XID_ERRORS_COUNT": 9001,
     "DCGM_EXP_CLOCK_EVENTS_COUNT": 9002,
     "DCGM_EXP_GPU_HEALTH_STATUS": 9003,
     "DCGM_EXP_P2P_STATUS": 9004,
+    "DCGM_EXP_XID_ERRORS_TOTAL": 9005,
+    "DCGM_EXP_CLOCK_EVENTS_TOTAL": 9006,
+}
+
+#: DCGM 4.7's base-unit names that dcgm-exporter 4.9 serves in place of legacy fields (its release notes:
+#: "utilization from a percentage to a 0 to 1 ratio, GPU memory from MiB to bytes"; "Collect
+#: DCGM_FI_DEV_FB_CAPACITY_BYTES (total GPU memory in bytes) by default"). DCGM 4.6's bindings still
+#: give DCGM_FI_DEV_GPU_UTIL_RATIO field 203's id (a percent); the ids DCGM 4.7 gives these names are
+#: not in a source read here, so they carry gpu-exporter's own ids (9101-9108), never sent to DCGM: each
+#: is served from its legacy field's catalogue row in that row's base unit (:mod:`.fields`).
+BASE_UNIT_NAMES: dict[str, int] = {
+    "DCGM_FI_DEV_GPU_UTIL_RATIO": 9101,  # 203 DCGM_FI_DEV_GPU_UTIL, % → 0-1
+    "DCGM_FI_DEV_MEM_COPY_UTIL_RATIO": 9102,  # 204, % → 0-1
+    "DCGM_FI_DEV_ENC_UTIL_RATIO": 9103,  # 206, % → 0-1
+    "DCGM_FI_DEV_DEC_UTIL_RATIO": 9104,  # 207, % → 0-1
+    "DCGM_FI_DEV_FB_CAPACITY_BYTES": 9105,  # 250 DCGM_FI_DEV_FB_TOTAL, MiB → bytes
+    "DCGM_FI_DEV_FB_FREE_BYTES": 9106,  # 251, MiB → bytes
+    "DCGM_FI_DEV_FB_USED_BYTES": 9107,  # 252, MiB → bytes
+    "DCGM_FI_DEV_FB_RESERVED_BYTES": 9108,  # 253, MiB → bytes
 }
 
 
+def close_names(name: str) -> list[str]:
+    """Up to two known names spelled like ``name`` (for an unknown name's error message)."""
+    known = [*FIELD_IDS, *OLD_NAMES, *EXPORTER_FIELDS, *BASE_UNIT_NAMES]
+    return difflib.get_close_matches(name, known, n=2, cutoff=0.85)
+
+
 def field_id(name: str) -> int | None:
-    """The id of a field name in any of its spellings (current, renamed, 1.x, pseudo-field), or None."""
-    return FIELD_IDS.get(name, OLD_NAMES.get(name, EXPORTER_FIELDS.get(name)))
+    """The id of a field name in any of its spellings (current, renamed, 1.x, pseudo-field, DCGM 4.7
+    base-unit name), or None."""
+    for table in (FIELD_IDS, OLD_NAMES, EXPORTER_FIELDS, BASE_UNIT_NAMES):
+        if name in table:
+            return table[name]
+    return None

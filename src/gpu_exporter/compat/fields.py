@@ -39,7 +39,7 @@ from gpu_exporter.model import Entity
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
     {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1013, 1035), *range(1428, 1433), 1434, 1435,
-     1436, 1439, 1440, 1441, 1612, 1216, 1218}
+     1436, 1439, 1440, 1441, 1612, 1216, 1218, *range(9101, 9105)}
 )  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
@@ -120,7 +120,27 @@ def _composed() -> dict[int, Composed]:
     for number, (key, truncate) in enumerate(BASE_UNIT_TWINS, start=1600):
         how = f"`{key}`" + (", fraction dropped" if truncate else "")
         out[number] = Composed(((key, 1),), how, whole=number not in DOUBLE_IDS, truncate=truncate)
+    # DCGM 4.7's base-unit names (gpu-exporter's ids 9101-9108, :data:`.field_names.BASE_UNIT_NAMES`): the
+    # legacy field's catalogue row in its own unit, a 0-1 ratio as a double, bytes whole.
+    for number, key in BASE_UNIT_NAMED.items():
+        out[number] = Composed(((key, 1),), f"`{key}` (DCGM 4.7 name)", whole=number not in DOUBLE_IDS)
     return out
+
+
+#: gpu-exporter's ids of DCGM 4.7's base-unit names → the catalogue row each is read from (9101-9104, the
+#: ratios, are doubles in :data:`DOUBLE_IDS`; the byte counts whole).
+BASE_UNIT_NAMED: dict[int, str] = {
+    9101: keys.UTILIZATION,
+    9102: keys.MEMORY_COPY_UTILIZATION,
+    9103: keys.ENCODER_UTILIZATION,
+    9104: keys.DECODER_UTILIZATION,
+    9105: keys.MEMORY_TOTAL,
+    9106: keys.MEMORY_FREE,
+    9107: keys.MEMORY_USED,
+    9108: keys.MEMORY_RESERVED,
+}
+#: Base-unit names of framebuffer fields: a GPU instance's own memory, as the legacy framebuffer fields.
+INSTANCE_OWN = frozenset({9105, 9106, 9107, 9108})
 
 
 #: DCGM 1600-1612 in id order: the catalogue row each is read from, and whether its fraction is dropped.
@@ -184,6 +204,28 @@ IDENTITY_SOURCES: dict[int, str] = {
         )
     },
 }
+#: Host-wide fields DCGM answers for every GPU: the number of GPUs (DCGM_FI_DEV_COUNT, alias
+#: DCGM_FI_SYSTEM_GPU_QUANTITY, 4: DCGM's count of the GPUs it sees, here those the backend discovered)
+#: and the CUDA driver version (DCGM_FI_CUDA_DRIVER_VERSION, 5: nvmlSystemGetCudaDriverVersion's number,
+#: major × 1000 + minor × 10, as DCGM stores it); value(host, GPU count), None where unknown.
+HOST_VALUES: dict[int, Callable[[HostIdentity, int], int | None]] = {
+    4: lambda _host, count: count,
+    5: lambda host, _count: _cuda_number(host.cuda_version),
+}
+HOST_SOURCES: dict[int, str] = {
+    4: "the number of GPUs the backend discovered (DCGM's own count of the GPUs it sees)",
+    5: "NVML nvmlSystemGetCudaDriverVersion (DCGM: major × 1000 + minor × 10)",
+}
+
+
+def _cuda_number(version: str) -> int | None:
+    """``"12.4"`` → 12040, NVML's and DCGM's number; None for an empty or malformed version."""
+    major, _, minor = version.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    return int(major) * 1000 + int(minor) * 10
+
+
 IDENTITY_VALUES: dict[int, Callable[[DeviceIdentity], int | None]] = {  # DCGM field id → value
     52: lambda dev: dev.index,
     58: lambda dev: dev.pci_device_id,
@@ -339,7 +381,6 @@ P2P_STATUS_NAMES = ("OK", "ChipsetNotSupported", "GPUNotSupported", "TopologyNot
 #: DCGM device fields gpu-exporter does not serve, by inclusive id range, with the reason. Ranges may
 #: hold served ids too (a served id wins); ids DCGM does not define are skipped.
 NOT_SERVED: tuple[tuple[int, int, str], ...] = (
-    (4, 4, "host-wide count, not a GPU's value: count(gpu_up) gives it"),
     (60, 62, "topology between GPUs and CPUs, not a per-GPU sample"),
     (68, 68, "CUDA_VISIBLE_DEVICES: text that DCGM composes for the GPU, not a number NVML reports"),
     (70, 73, "CPU affinity: four 64-bit words of nvmlDeviceGetCpuAffinity's CPU bitmask, topology rather than a "
@@ -353,7 +394,9 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "(171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not served, "
      "gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
-    (346, 363, "DCGM diagnostic results, which NVML does not run"),
+    (346, 346, "the SRAM error threshold flag (nvmlDeviceGetSramEccErrorStatus's bThresholdExceeded): not read "
+     "yet, while gpu_ecc_location_errors_total{location=sram} counts the SRAM errors themselves"),
+    (347, 363, "DCGM diagnostic results, which NVML does not run"),
     (450, 450, "DCGM never stores a value in it: its event thread subscribes to Xid and MIG events only (NVML "
      "has no NVLink error event), so dcgm-exporter finds it blank"),
     (497, 497, "link 0's DL CRC count (NVML field 163, which DCGM asks with scopeId 0): NVML does not say whether "

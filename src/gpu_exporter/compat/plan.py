@@ -15,6 +15,7 @@ from fractions import Fraction
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import BY_KEY, METRICS, ONE, DcgmSource, MetricSpec, key_of
 from gpu_exporter.catalogue.keys import CLOCK_EVENT_ACTIVE, NVLINK_UP
+from gpu_exporter.compat.clock_totals import ClockEventTotals
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import FIELD_IDS, field_id
 from gpu_exporter.compat.fields import (
@@ -24,13 +25,16 @@ from gpu_exporter.compat.fields import (
     ENCODED_FIELDS,
     FB_USED_RATIO,
     FB_USED_RATIO_KEYS,
+    HOST_VALUES,
     IDENTITY_VALUES,
     LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     NvlinkBandwidth,
     decimal_label,
+    not_served_reason,
 )
 from gpu_exporter.compat.flags import DcgmOptions
+from gpu_exporter.compat.releases import BY_NAME
 from gpu_exporter.sampling.consumers import Memory
 from gpu_exporter.sampling.events import RECENT_SECONDS
 
@@ -55,9 +59,19 @@ LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {
     572: lambda _host, dev: dev.chassis_serial,
 }
 LABEL_FIELDS.update({number: decimal_label(value) for number, value in IDENTITY_VALUES.items()})
+LABEL_FIELDS[5] = lambda host, _dev: str(HOST_VALUES[5](host, 0) or "")  # the CUDA driver version's number
 _XID_FIELD = 230
 _XID_COUNT = 9001
+_XID_TOTAL = 9005  # dcgm-exporter 4.8.3's cumulative Xid count
+_XID_FIELDS = (_XID_FIELD, _XID_COUNT, _XID_TOTAL)
 _CLOCK_COUNT = 9002
+_CLOCK_TOTAL = 9006  # dcgm-exporter 4.8.3's cumulative, edge-counted clock events
+_CLOCK_FIELDS = (_CLOCK_COUNT, _CLOCK_TOTAL)
+#: dcgm-exporter's own series gpu-exporter does not serve, and why (a counters row naming one is skipped).
+_EXPORTER_REASONS = {
+    9003: "DCGM's health watches have no model in gpu-exporter yet (gpu_xid_errors_total, the ECC and "
+    "row-remap series and gpu_fabric_health say what they watch)",
+}
 #: A row of the clock_events collector, which DCGM_EXP_CLOCK_EVENTS_COUNT counts from: enabled with it.
 _POWER_CAP_EVENT = key_of(CLOCK_EVENT_ACTIVE, (("reason", "power_cap"),))
 _P2P_STATUS = 9004
@@ -84,13 +98,15 @@ class CompatPlan:
     hostname: str
     hostname_label: str
     options: DcgmOptions = DcgmOptions()
+    release: str = "4.8.2"  # the dcgm-exporter profile (:mod:`.releases`), said in gpu_exporter_build_info
     bandwidth: NvlinkBandwidth = field(default_factory=NvlinkBandwidth, compare=False)  # state across frames
+    clock_totals: ClockEventTotals = field(default_factory=ClockEventTotals, compare=False)  # likewise
 
     @property
     def clock_window_seconds(self) -> float:
         """How long the sampler must remember clock-event samples for DCGM_EXP_CLOCK_EVENTS_COUNT;
         0 when the counters list does not ask for it."""
-        asked = any(item.field_id == _CLOCK_COUNT for item in self.items)
+        asked = any(item.field_id in _CLOCK_FIELDS for item in self.items)
         return self.options.clock_window_ms / 1000 if asked else 0.0
 
     @property
@@ -109,6 +125,7 @@ def plan(
     hostname: str,
     hostname_label: str,
     options: DcgmOptions | None = None,
+    release: str = "4.8.2",
 ) -> CompatPlan:
     """Resolve counters against the enabled catalogue rows by DCGM field id (any spelling of a
     field's name, the name as written being the metric name, as dcgm-exporter keeps it); log each
@@ -118,12 +135,14 @@ def plan(
     items: list[_Item] = []
     labels: list[tuple[str, int]] = []
     seen: set[str] = set()
+    skipped: list[str] = []
+    ids = BY_NAME[release].ids if release in BY_NAME else {}
     for counter in counters:
         if counter.field in seen:
             log.warning("counters line %d: %s is listed twice; the first row is used", counter.line, counter.field)
             continue
         seen.add(counter.field)
-        number = field_id(counter.field)
+        number = ids.get(counter.field) or field_id(counter.field)
         assert number is not None  # counters.parse accepts known names only
         reason = ""
         if counter.type == "label":
@@ -136,10 +155,15 @@ def plan(
             if item is not None:
                 items.append(item)
         if reason:
-            log.warning("counters line %d: %s skipped: %s", counter.line, counter.field, reason)
+            skipped.append(f"line {counter.line}: {counter.field} skipped: {reason}")
+    if skipped:  # one start-up line, every row it cannot serve with its reason
+        log.warning(
+            "counters file: %d of %d rows cannot be served, the rest are: %s", len(skipped), len(counters),
+            " | ".join(skipped),
+        )  # fmt: skip
     options = options or DcgmOptions()
     hostname = options.remote_host or hostname
-    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options)
+    return CompatPlan(tuple(items), tuple(sorted(labels)), hostname, hostname_label, options, release)
 
 
 #: A value row resolved: the item to render, or None and why the row is skipped.
@@ -170,17 +194,19 @@ def _exporter_field(
 ) -> Resolved | None:
     """The last-Xid gauge and Xid count, the identity values, P2P status, the framebuffer-used ratio
     and the clock-event count; None for any other field."""
-    if number in (_XID_FIELD, _XID_COUNT):
+    if number in _XID_FIELDS:
         if watch_events:
             return _Item(counter, number), ""
         return None, "the xid collector is disabled"
-    if number in IDENTITY_VALUES or number == _P2P_STATUS:
+    if number in _EXPORTER_REASONS:
+        return None, _EXPORTER_REASONS[number]
+    if number in IDENTITY_VALUES or number in HOST_VALUES or number == _P2P_STATUS:
         return _Item(counter, number), ""
     if number == FB_USED_RATIO:
         if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:
             return _Item(counter, number), ""
         return None, "the memory collector is disabled"
-    if number == _CLOCK_COUNT:
+    if number in _CLOCK_FIELDS:
         if _POWER_CAP_EVENT in {spec.key for spec in specs}:
             return _Item(counter, number), ""
         return None, "the clock_events collector is disabled"
@@ -232,7 +258,7 @@ def _catalogue_field(
         )
     if number in LABEL_FIELDS:
         return None, "a text field: dcgm-exporter serves it as a label field (type label)"
-    return None, "gpu-exporter cannot supply this field yet"
+    return None, not_served_reason(number) or "gpu-exporter cannot supply this field yet"
 
 
 def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[str]:
@@ -245,13 +271,13 @@ def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[st
         number = field_id(counter.field)
         if counter.type == "label" or number is None:
             continue
-        if number in (_XID_FIELD, _XID_COUNT):
+        if number in _XID_FIELDS:
             needed.add("xid")
             continue
         keys: tuple[str, ...] = ()
         if number == FB_USED_RATIO:
             keys = tuple(FB_USED_RATIO_KEYS)
-        elif number == _CLOCK_COUNT:
+        elif number in _CLOCK_FIELDS:
             keys = (_POWER_CAP_EVENT,)
         elif number in ENCODED_FIELDS:
             keys = (ENCODED_FIELDS[number],)

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
+from gpu_exporter.catalogue.fixed import BUILD_INFO
 from gpu_exporter.compat.devices import unmatched_ids
 from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
-from gpu_exporter.compat.plan import _XID_COUNT, _XID_FIELD, CompatPlan, _Item
+from gpu_exporter.compat.plan import _CLOCK_TOTAL, _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
 from gpu_exporter.compat.series import Labels, _device_samples
@@ -42,6 +43,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     both through the one encoder with their naming profiles."""
 
     unchecked = [True]
+    clock_totals = any(item.field_id == _CLOCK_TOTAL for item in compat.items)
     bandwidth = any(
         (item.field_id in BANDWIDTH_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
         for item in compat.items
@@ -52,6 +54,9 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
             unchecked[0] = False
             for missing in unmatched_ids(compat.options.devices, frame):
                 log.warning("-d: %s is not on this host; nothing is reported for it", missing)
+        if clock_totals:  # once per frame, not per scrape: the clock events that began since the last frame
+            for device in frame.devices:
+                compat.clock_totals.update(device.identity.uuid, frame.windows.get(device.identity.uuid, ()))
         if bandwidth:  # once per frame, not per scrape: the rate between this frame's counters and the last's
             for device in frame.devices:
                 if device.up:
@@ -60,6 +65,10 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
         def text() -> bytes:  # built when a scrape first asks for it
             families = [family for family in (_family(item, compat, frame) for item in compat.items) if family.samples]
             own = [family for family in self_families(frame.stats, frame.devices) if family.samples]
+            for family in own:  # the build info says which dcgm-exporter release this is a drop-in for
+                if family.name == BUILD_INFO.name:
+                    release = ("dcgm_exporter_release", compat.release)
+                    family.samples = [s._replace(labels={**s.labels, release[0]: release[1]}) for s in family.samples]
             return encode_format(families, "text", DCGM_EXPORTER) + encode_format(own, "text", DCGM_EXPORTER_SELF)
 
         return render_text(text)
@@ -72,7 +81,7 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
-        if not device.up and item.field_id not in (_XID_FIELD, _XID_COUNT):
+        if not device.up and item.field_id not in _XID_FIELDS:
             continue  # a lost GPU keeps its Xid series (its Xid 79 comes just before the loss), no others
         pods, jobs = _pods(device, options), hpc_jobs(device)
         for uid, found in _device_samples(item, compat, frame, device):

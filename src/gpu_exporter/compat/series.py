@@ -19,7 +19,9 @@ from gpu_exporter.compat.fields import (
     DOUBLE_IDS,
     ENCODED_FIELDS,
     FB_USED_RATIO,
+    HOST_VALUES,
     IDENTITY_VALUES,
+    INSTANCE_OWN,
     LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     LINK_LABEL_FIELDS,
@@ -27,7 +29,17 @@ from gpu_exporter.compat.fields import (
     fb_used_ratio,
     link_entities,
 )
-from gpu_exporter.compat.plan import _CLOCK_COUNT, _P2P_STATUS, _XID_COUNT, _XID_FIELD, LABEL_FIELDS, CompatPlan, _Item
+from gpu_exporter.compat.plan import (
+    _CLOCK_COUNT,
+    _CLOCK_TOTAL,
+    _P2P_STATUS,
+    _XID_COUNT,
+    _XID_FIELD,
+    _XID_TOTAL,
+    LABEL_FIELDS,
+    CompatPlan,
+    _Item,
+)
 from gpu_exporter.compat.xid import xid_text
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
@@ -83,6 +95,8 @@ def _device_samples(
         elif item.field_id == _XID_COUNT and frame.events is not None:
             tally = frame.events.get(device.identity.uuid, XidTally())
             found += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
+        elif item.field_id == _XID_TOTAL and frame.events is not None:
+            found += _xid_totals(frame.events.get(device.identity.uuid, XidTally()), base)
         elif item.field_id in BANDWIDTH_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
             value = compat.bandwidth.value(device.identity.uuid, BANDWIDTH_FIELDS[item.field_id])
             if value is not None:
@@ -91,8 +105,9 @@ def _device_samples(
             raw = device.raw.get(device.entity, {}).get(ENCODED_FIELDS[item.field_id])
             if raw is not None:
                 found.append((base, float(math.trunc(raw))))
-        elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers
-            value = COMPOSED[item.field_id].value(device.samples, device.entity)
+        elif item.field_id in COMPOSED:  # a GPU instance shows its GPU's value, as DCGM answers, but
+            own = target is not None and item.field_id in INSTANCE_OWN  # its own memory in bytes
+            value = COMPOSED[item.field_id].value(device.samples, target if own and target else device.entity)
             if value is not None:
                 found.append((base, value))
         elif item.field_id == FB_USED_RATIO:  # the instance's own memory, as every framebuffer field
@@ -100,6 +115,10 @@ def _device_samples(
             ratio = fb_used_ratio(device.samples.get(entity, {}))
             if ratio is not None:
                 found.append((base, ratio))
+        elif item.field_id in HOST_VALUES:  # the host's value on every GPU and instance, as DCGM answers
+            number = HOST_VALUES[item.field_id](frame.host, len(frame.devices))
+            if number is not None:
+                found.append((base, float(number)))
         elif item.field_id in IDENTITY_VALUES:  # a GPU instance shows its GPU's, as DCGM answers
             identity = IDENTITY_VALUES[item.field_id](device.identity)
             if identity is not None:
@@ -107,6 +126,8 @@ def _device_samples(
         elif item.field_id == _CLOCK_COUNT:
             events = frame.windows.get(device.identity.uuid, ())
             found += _clock_counts(events, base, frame.wall_time, options.clock_window_ms)
+        elif item.field_id == _CLOCK_TOTAL:
+            found += _clock_totals(compat.clock_totals.counts(device.identity.uuid), base)
         yield uid, found
 
 
@@ -192,6 +213,15 @@ def _xid_counts(tally: XidTally, base: Labels, now: float, window_ms: int) -> li
     return [([*labels, ("xid", str(code))], float(count)) for code, count in sorted(counts.items())]
 
 
+def _xid_totals(tally: XidTally, base: Labels) -> list[tuple[Labels, float]]:
+    """dcgm-exporter 4.8.3's DCGM_EXP_XID_ERRORS_TOTAL: Xids seen on the GPU since the exporter started,
+    one series per code (``xid`` label), never going back; one zero series without ``xid`` before the
+    first, as its windowed twin."""
+    if not tally.xid:
+        return [(base, 0.0)]
+    return [([*base, ("xid", str(code))], float(count)) for code, count in sorted(tally.xid.items())]
+
+
 def clock_event_counts(
     samples: Sequence[tuple[float, frozenset[str]]], now: float, window_ms: int
 ) -> dict[str, int] | None:
@@ -221,6 +251,18 @@ def _clock_counts(
         return [([*base, window], 0.0)]
     return [
         ([*base, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason)), window], float(counts[reason]))
+        for reason, _bit in CLOCK_EVENT_REASONS
+        if counts.get(reason)
+    ]
+
+
+def _clock_totals(counts: dict[str, int] | None, base: Labels) -> list[tuple[Labels, float]]:
+    """DCGM_EXP_CLOCK_EVENTS_TOTAL: one series per reason that has been active (``clock_event``), valued by
+    how often it became active since start; one zero series without ``clock_event`` before the first."""
+    if not counts:
+        return [] if counts is None else [(base, 0.0)]
+    return [
+        ([*base, ("clock_event", _CLOCK_EVENT_NAMES.get(reason, reason))], float(counts[reason]))
         for reason, _bit in CLOCK_EVENT_REASONS
         if counts.get(reason)
     ]

@@ -1,5 +1,5 @@
 """Field values NVML offers only through ``nvmlDeviceGetFieldValues`` (no call of their own): the HW
-slowdown times (ns), PCIe correctable errors, the GPU recovery action and power smoothing's settings.
+slowdown times (ns), PCIe correctable errors and bytes, the GPU recovery action and power smoothing's settings.
 Each reads one ``gpuN`` key, the same as the C fake's (SCENARIO.md in this package, "Fields without a call"); a
 missing key is ``NOT_SUPPORTED``. The per-profile power smoothing fields (260-263) take the preset
 profile as scopeId: ``power_smoothing.profile.P.<key>``; other fields ignore the scopeId.
@@ -19,6 +19,8 @@ ONLY_FIELDS: dict[int, tuple[str, int]] = {
     270: ("slowdown.hw_thermal", ULL),  # CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN
     271: ("slowdown.hw_power_brake", ULL),  # CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN
     173: ("pcie.correctable_errors", ULL),  # PCIE_COUNT_CORRECTABLE_ERRORS
+    197: ("pcie.tx_bytes", ULL),  # PCIE_COUNT_TX_BYTES
+    198: ("pcie.rx_bytes", ULL),  # PCIE_COUNT_RX_BYTES
     230: ("recovery_action", UINT),  # GET_GPU_RECOVERY_ACTION
     251: ("power_smoothing.enabled", UINT),
     252: ("power_smoothing.privilege_level", UINT),

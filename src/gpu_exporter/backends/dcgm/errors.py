@@ -14,6 +14,7 @@ from gpu_exporter.backends.dcgm.values import (
     ST_PROFILING_LIBRARY_ERROR,
     ST_PROFILING_NOT_SUPPORTED,
     ST_REQUIRES_ROOT,
+    ST_VER_MISMATCH,
     STATUS_KINDS,
 )
 
@@ -60,6 +61,12 @@ class DcgmModuleNotLoaded(DcgmError):
     NVIDIA's own tests do, the feature is treated as not available, not as a failure."""
 
 
+class DcgmVersionMismatch(DcgmError):
+    """DCGM_ST_VER_MISMATCH: the library and the host engine speak different API versions. DCGM 4.7.1
+    answers it to some requests when one side is 4.7.1 and the other an earlier release (dcgm-exporter
+    4.9.0's release notes: "run a 4.7.1 host engine with a 4.7.1 libdcgm")."""
+
+
 class DcgmConnectionLost(DcgmError):
     """DCGM_ST_CONNECTION_NOT_VALID: the host engine went away (or we never connected)."""
 
@@ -75,6 +82,7 @@ _ERROR_CLASSES: dict[int, type[DcgmError]] = {
     ST_IN_USE: DcgmProfilingInUse,
     ST_MODULE_NOT_LOADED: DcgmModuleNotLoaded,
     ST_CONNECTION_NOT_VALID: DcgmConnectionLost,
+    ST_VER_MISMATCH: DcgmVersionMismatch,
 }
 
 
@@ -94,6 +102,10 @@ FIXES = {
     "library_broken": "reinstall DCGM so that libdcgm matches the bindings and this machine, or run with "
     "--backend nvml",
     "init_failed": "see the message above and the DCGM log, reinstall DCGM, or run with --backend nvml",
+    "dcgm_ver_mismatch": "the host engine (nv-hostengine) and the libdcgm this exporter loads are different DCGM "
+    "releases, which DCGM 4.7.1 refuses when either side is 4.7.1: run both from the same release (a 4.7.1 "
+    "host engine with a 4.7.1 libdcgm: upgrade datacenter-gpu-manager-4 on the host and in the image together), "
+    "or run with --backend nvml",
 }
 
 

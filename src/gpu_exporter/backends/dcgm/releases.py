@@ -10,7 +10,10 @@ disagree, the engine's BADPARAM is narrowed down to the refused ids (:mod:`.watc
 
 The facts: the ids registered by ``DcgmFieldsPopulateFieldTableWithFormatting`` in
 ``dcgmlib/src/dcgm_fields.cpp`` at each release tag of NVIDIA/DCGM (read there, written here as
-the ranges each release added; no release removed an id from 3.3 to 4.6).
+the ranges each release added; no release removed an id from 3.3 to 4.6). DCGM 4.7 and 4.8: their
+sources are not readable here, and their documentation states renamed names (the deprecated spellings
+of DCGM 4.x's naming standard, ``DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND``) but no id list, so an engine
+of 4.7 or 4.8 is taken to know 4.6's ids (:func:`known_ids` never assumes more than is listed).
 """
 
 from __future__ import annotations

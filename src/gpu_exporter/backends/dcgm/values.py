@@ -25,6 +25,7 @@ ST_BADPARAM = -1
 ST_NOT_SUPPORTED = -6
 ST_INIT_ERROR = -7
 ST_TIMEOUT = -11
+ST_VER_MISMATCH = -12  # DCGM_ST_VER_MISMATCH: "API version mismatch" (dcgm_structs)
 ST_NO_DATA = -14
 ST_STALE_DATA = -15
 ST_NOT_WATCHED = -16
@@ -55,7 +56,7 @@ STATUS_KINDS: dict[int, str] = {
     ST_INIT_ERROR: "init_error",
     -8: "nvml_error",
     ST_TIMEOUT: "timeout",
-    -12: "ver_mismatch",
+    ST_VER_MISMATCH: "ver_mismatch",
     -13: "unknown_field",
     ST_NO_DATA: "no_data",
     ST_STALE_DATA: "stale_data",

@@ -33,7 +33,7 @@ _APP_CLOCKS = {"sm": pynvml.NVML_CLOCK_SM, "memory": pynvml.NVML_CLOCK_MEM}
 _PCIE_COUNTERS = {"tx": pynvml.NVML_PCIE_UTIL_TX_BYTES, "rx": pynvml.NVML_PCIE_UTIL_RX_BYTES}
 # Values NVML offers only as fields (no call of their own): °C, mW.
 _FIELD_IDS = {"memory_temperature": pynvml.NVML_FI_DEV_MEMORY_TEMP, "power_instant": pynvml.NVML_FI_DEV_POWER_INSTANT}
-# More field-only values: HW slowdown times (ns), PCIe correctable errors (count), the recovery action
+# More field-only values: HW slowdown times (ns), PCIe correctable errors (count) and bytes, the recovery action
 # (nvmlDeviceGpuRecoveryAction_t), power smoothing settings (W, percent, mW/s, ms; the per-profile ones
 # with scopeId 0, i.e. preset profile 0, as DCGM reads them).
 _FIELD_IDS.update(
@@ -41,6 +41,8 @@ _FIELD_IDS.update(
         "hw_thermal_slowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN,
         "hw_power_brake_slowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
         "pcie_correctable_errors": pynvml.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS,
+        "pcie_tx_bytes": pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+        "pcie_rx_bytes": pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
         "recovery_action": pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
         **{
             f"power_smoothing_{name.lower()}": getattr(pynvml, f"NVML_FI_PWR_SMOOTHING_{name}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import REPO, SCENARIOS, samples, start, value
-from tests.test_exporter_e2e import scenario_values
+from tests.process.test_exporter_e2e import scenario_values
 
 COUNTERS = """\
 DCGM_FI_DEV_SM_CLOCK, gauge, SM clock (in MHz).

@@ -10,7 +10,7 @@ from gpu_exporter.backends.dcgm import DcgmBackend
 from gpu_exporter.backends.dcgm.errors import DcgmUnusable
 from gpu_exporter.backends.dcgm.releases import KNOWN, known_ids
 from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
-from tests.test_dcgm_backend import host
+from tests.unit.test_dcgm_backend import host
 
 SPECS = enabled_specs(DEFAULT_COLLECTORS)
 

@@ -29,7 +29,7 @@ from gpu_exporter.compat.releases import (
 from gpu_exporter.config import ConfigError
 from tests.dcgmfake import from_scenario
 from tests.harness import SCENARIOS, samples, value
-from tests.test_exporter_e2e import scenario_values
+from tests.process.test_exporter_e2e import scenario_values
 
 SCENARIO = SCENARIOS / "h100x4.scn"
 MIB = 1024 * 1024

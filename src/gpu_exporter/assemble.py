@@ -51,6 +51,7 @@ def sampler_for(
         renderer=renderer, attribution=attributor, memory=memory, watch_events="xid" in collectors,
         vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
         rediscover_interval=settings.rediscover_interval, max_processes=settings.max_processes,
+        expected_gpus=settings.expected_gpus or None,
     )  # fmt: skip
     holder.append(sampler)
     return sampler, attributor
@@ -66,6 +67,7 @@ def bare_sampler(
     watch_events: bool = True,
     clock: Callable[[], float] = time.monotonic,
     rediscover_interval: float = REDISCOVER_SECONDS,
+    expected_gpus: int | None = None,
 ) -> Sampler:
     """A sampler without attribution sources (``doctor``, in-process tests): processes are listed
     and folded, never labelled with pods or jobs."""
@@ -73,4 +75,5 @@ def bare_sampler(
     return Sampler(
         backend, specs, interval, reason, renderer=renderer, attribution=Attributor(), memory=memory,
         watch_events=watch_events, clock=clock, rediscover_interval=rediscover_interval,
+        expected_gpus=expected_gpus,
     )  # fmt: skip

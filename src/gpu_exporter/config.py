@@ -61,6 +61,7 @@ class Settings:
     idle_timeout: float = 120.0
     probes_without_auth: bool = False
     vanished_retention: float = 3600.0
+    expected_gpus: int = 0  # 0: no expected inventory
     unsupported_retry: float = 60.0
     rediscover_interval: float = 30.0
     max_processes: int = 16

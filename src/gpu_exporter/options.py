@@ -214,6 +214,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
            "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
            "dropped, 1s to 168h (default 1h).", "DURATION"),
+    Option("--expected-gpus", "expected_gpus", ("expected-gpus",), _integer(0, 1024),
+           "GPUs this node should have, 1 to 1024; fewer listed (missing since boot, or dropped by the driver) "
+           "turns the health model to fail with action reboot, and gpu_exporter_gpus_expected is served beside "
+           "gpu_exporter_gpus_present; 0 (default) expects whatever the driver lists.", "N"),
     Option("--gpu.rediscover-interval", "rediscover_interval", ("gpu", "rediscover-interval"), _interval_or_off,
            "How often GPUs and MIG instances are enumerated again while every GPU answers, so instances "
            "created or destroyed at run time (e.g. by a DRA driver) and hot-added GPUs are picked up; "

@@ -31,6 +31,7 @@ from gpu_exporter.compat.fields import (
     decimal_label,
 )
 from gpu_exporter.compat.flags import DcgmOptions
+from gpu_exporter.compat.health import HEALTH_STATUS
 from gpu_exporter.sampling.consumers import Memory
 from gpu_exporter.sampling.events import RECENT_SECONDS
 
@@ -175,7 +176,7 @@ def _exporter_field(
         if watch_events:
             return _Item(counter, number), ""
         return None, "the xid collector is disabled"
-    if number in IDENTITY_VALUES or number == _P2P_STATUS:
+    if number in IDENTITY_VALUES or number in (_P2P_STATUS, HEALTH_STATUS):
         return _Item(counter, number), ""
     if number == FB_USED_RATIO:
         if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:

@@ -89,6 +89,11 @@ class GpuHealth:
         return _worst(f for f in self.findings if f.subsystem == subsystem)
 
     @property
+    def worst(self) -> Finding | None:
+        """The worst finding (by status, then action), None where every subsystem passes."""
+        return _worst(self.findings)
+
+    @property
     def status(self) -> int:
         worst = _worst(self.findings)
         return PASS if worst is None else worst.status
@@ -181,6 +186,7 @@ class HealthModel:
         checked.update(name for name, inputs in INPUTS.items() if any(key in values for key in inputs))
         findings += _levels(values)
         findings += self._rates(memory, device, wall, checked)
+        checked.update(finding.subsystem for finding in findings)
         return GpuHealth(ident.index, ident.uuid, _ordered(checked), tuple(findings))
 
     @staticmethod

@@ -59,9 +59,11 @@ EXPECTED_ALERTS = {
     "GPUExporterDown",
     "GPUMetricsAbsent", "GPUExporterStale", "GPUExporterBackendDown",
     "GPUNVLinkDown", "GPUNVLinkErrors", "GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh",
+    # issue 38: every health signal the health model reads
+    "GPURecoveryActionRequired", "GPUMemoryUnrepairable", "GPUFabricUnhealthy", "GPUInforomInvalid", "GPUMissing",
 }  # fmt: skip
 #: Alerts about a node's exporter rather than one GPU: their descriptions need not name a GPU.
-NODE_ALERTS = {"GPUExporterDown", "GPUMetricsAbsent", "GPUExporterBackendDown"}
+NODE_ALERTS = {"GPUExporterDown", "GPUMetricsAbsent", "GPUExporterBackendDown", "GPUMissing"}
 #: Alerts about an NVSwitch: their descriptions name the switch instead of a GPU.
 SWITCH_ALERTS = {"GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh"}
 #: Labels Prometheus adds to every scraped series.
@@ -390,6 +392,12 @@ def test_amtool_check_config() -> None:
     [
         (["severity=critical", "alertname=GPUFallenOffBus", "instance=n1:9400", "gpu=0"], "pager"),
         (["severity=critical", "alertname=GPUXidError", "instance=n1:9400", "gpu=3", "xid=79"], "pager"),
+        (["severity=critical", "alertname=GPURecoveryActionRequired", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=warning", "alertname=GPURecoveryActionRequired", "instance=n1:9400", "gpu=1"], "chat"),
+        (["severity=critical", "alertname=GPUMemoryUnrepairable", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=critical", "alertname=GPUFabricUnhealthy", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=warning", "alertname=GPUInforomInvalid", "instance=n1:9400", "gpu=0"], "chat"),
+        (["severity=critical", "alertname=GPUMissing", "instance=n1:9400"], "pager"),
         (["severity=warning", "alertname=GPUTemperatureHigh", "instance=n1:9400", "gpu=1"], "chat"),
         (["severity=warning", "alertname=GPUExporterDown", "instance=n1:9400"], "chat"),
         (["severity=info", "alertname=GPUUtilizationSaturated", "instance=n1:9400", "gpu=2"], "null"),

@@ -52,14 +52,15 @@ def verdict(status: Mapping[str, Any]) -> tuple[int, str]:
         return UNKNOWN, "UNKNOWN: the exporter has not judged its GPUs yet"
     problems = [str(line) for line in health.get("problems", [])]
     present = health.get("present_gpus")
+    gpus = "1 GPU" if present == 1 else f"{present} GPUs"
     if health["status"] == "fail" or health.get("action", "none") != "none":
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         first = problems[0] if problems else f"health {health['status']}: {health.get('action')}"
         room = MAX_LINE - len(more)
         return PROBLEM, (_fit(first) if len(first) <= room else first[: room - 1] + "…") + more
     if problems:  # warnings with nothing to do
-        return OK, _fit(f"OK: {present} GPUs, warning: {problems[0]}")
-    return OK, _fit(f"OK: {present} GPUs healthy")
+        return OK, _fit(f"OK: {gpus}, warning: {problems[0]}")
+    return OK, _fit(f"OK: {gpus} healthy")
 
 
 def fetch(url: str, timeout: float) -> dict[str, Any]:

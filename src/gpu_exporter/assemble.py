@@ -44,7 +44,9 @@ def sampler_for(
     ``interval`` overrides ``--collect-interval`` (``snapshot --watch``)."""
     specs = enabled_specs(collectors)
     holder: list[Sampler] = []
-    attributor = attributor_for(settings, lambda: known_gpus(holder[0].snapshot.devices))
+    attributor = attributor_for(
+        settings, lambda: known_gpus(holder[0].snapshot.devices), lambda: holder[0].snapshot.health
+    )
     renderer, memory = rendering(specs, compat, settings.metrics_detail)
     sampler = Sampler(
         backend, specs, settings.collect_interval if interval is None else interval, reason,

@@ -54,6 +54,7 @@ class Settings:
     kubelet_token_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     kubernetes_api_url: str = "auto"
     kubernetes_node: str = ""
+    node_condition: str = ""  # --kubernetes.node-condition: the condition type, empty: off
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512

@@ -96,6 +96,16 @@ def _telemetry_path(value: str) -> str:
     return value
 
 
+_CONDITION_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+
+
+def _condition_type(value: str) -> str:
+    """A node condition type: empty (off) or a CamelCase word, as Kubernetes' own conditions."""
+    if value and not _CONDITION_TYPE.match(value):
+        raise ValueError("a CamelCase condition type of letters and digits such as GPUHealthy, or empty (off)")
+    return value
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value.lower() not in allowed:
@@ -292,6 +302,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--kubernetes.node-name", "kubernetes_node", ("kubernetes", "node-name"), str,
            "This node's name in the API server, to list only its ResourceSlices and pods (default the "
            "NODE_NAME variable; without one the API server is not asked).", "NAME"),
+    Option("--kubernetes.node-condition", "node_condition", ("kubernetes", "node-condition"), _condition_type,
+           "Set this condition type (CamelCase, e.g. GPUHealthy) on this node's status through the API server: "
+           "True while every expected GPU is healthy, False with the GPUs and actions when one needs action, "
+           "Unknown while the backend is down (needs get on nodes and patch on nodes/status, the API server and "
+           "node name of --kubernetes.api-url and --kubernetes.node-name; default empty: off).", "TYPE"),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",

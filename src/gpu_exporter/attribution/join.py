@@ -11,6 +11,7 @@ the GPU the kubelet says it was allocated."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -20,12 +21,14 @@ from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
+from gpu_exporter.attribution.nodecondition import NodeCondition
 from gpu_exporter.attribution.procfs import FactsSource, ProcessFacts, ProcessNames
 from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
+from gpu_exporter.sampling.health import Health
 from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,7 @@ class Attributor:
         api_pods: PodNames | None = None,
         passwd: Path | None = None,
         names: FactsSource | None = None,
+        node_condition: NodeCondition | None = None,
     ) -> None:
         self._names = names if names is not None else ProcessNames(procfs, passwd)
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
@@ -102,9 +106,9 @@ class Attributor:
         self._pod_names = pod_names
         self._slices = slices
         self._api_pods = api_pods
-        named: tuple[tuple[str, Kubelet | PodNames | Slices | None], ...] = (
+        named: tuple[tuple[str, Kubelet | PodNames | Slices | NodeCondition | None], ...] = (
             ("kubelet", kubelet), ("kubelet_pods", pod_names), ("kubernetes_resourceslices", slices),
-            ("kubernetes_pods", api_pods),
+            ("kubernetes_pods", api_pods), ("kubernetes_node_condition", node_condition),
         )  # fmt: skip
         self._sources = tuple((name, source) for name, source in named if source is not None)
 
@@ -219,9 +223,12 @@ class Attributor:
         return found
 
 
-def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> Attributor:
+def attributor_for(
+    settings: Settings, gpus: Callable[[], Sequence[GpuIds]], health: Callable[[], Health] | None = None
+) -> Attributor:
     """The attribution the settings ask for; the kubelet source (and grpc) only with ``--kubernetes``.
-    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids."""
+    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids; ``health`` the
+    newest health, which ``--kubernetes.node-condition`` reports on the node."""
     kubelet: Kubelet | None = None
     if settings.kubernetes:
         from gpu_exporter.attribution.podresources import PodResources
@@ -261,7 +268,22 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         api_pods,
         Path(settings.passwd) if settings.passwd else None,
         scenario_names,
+        _node_condition(settings, health) if settings.node_condition and health is not None else None,
     )
+
+
+def _node_condition(settings: Settings, health: Callable[[], Health]) -> NodeCondition | None:
+    """The node-condition reporter, where an API server and a node name are known (else one log line)."""
+    from gpu_exporter.attribution.kubeapi import api_url
+
+    url = api_url(settings.kubernetes_api_url, os.environ)
+    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
+    if not url or not node:
+        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
+        log.warning("--kubernetes.node-condition %s: not set, %s", settings.node_condition, why)
+        return None
+    return NodeCondition(url, settings.kubelet_token_file, settings.kubelet_ca_file, node, settings.node_condition,
+                         health)  # fmt: skip
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

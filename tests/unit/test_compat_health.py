@@ -52,3 +52,30 @@ def test_a_lost_gpu_keeps_its_series_and_fails() -> None:
     assert series[("1", "ALL", "DCGM_FR_FALLEN_OFF_BUS")] == 20.0
     assert series[("1", "DRIVER", "DCGM_FR_FALLEN_OFF_BUS")] == 20.0
     assert series[("0", "ALL", "DCGM_FR_OK")] == 0.0
+
+
+def test_served_on_the_dcgm_backend_from_what_dcgm_reads() -> None:
+    """The DCGM backend (on the in-process DCGM double, tests/dcgmfake.py) feeds the same model: the
+    4-GPU scenario's GPU 3 has unrepairable memory and GPU 2 an unhealthy fabric."""
+    from gpu_exporter.assemble import bare_sampler
+    from gpu_exporter.backends.dcgm import DcgmBackend
+    from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
+    from tests.dcgmfake import from_scenario
+    from tests.harness import SCENARIOS
+
+    specs = enabled_specs(DEFAULT_COLLECTORS)
+    compat = plan([ROW], specs, "dcgm", True, "node-7", "Hostname")
+    fake = from_scenario((SCENARIOS / "h100x4.scn").read_text())
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "test", compat=compat)
+    try:
+        text = sampler.run_cycle().rendered.text.decode()
+    finally:
+        sampler.stop()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == ROW.field]
+    series = {
+        (s.labels["gpu"], s.labels["health_watch"]): (s.labels["health_error_code"], s.value) for s in family.samples
+    }
+    assert series[("3", "MEM")] == ("DCGM_FR_UNCORRECTABLE_ROW_REMAP_LIMIT", 20.0)
+    assert series[("2", "NVLINK")] == ("DCGM_FR_FABRIC_PROBE_STATE", 20.0)
+    assert series[("0", "ALL")] == ("DCGM_FR_OK", 0.0)
+    assert {watch for gpu, watch in series if gpu == "0"} >= {"PCIE", "NVLINK", "MEM", "SM", "DRIVER", "ALL"}

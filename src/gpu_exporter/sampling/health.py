@@ -161,7 +161,8 @@ class HealthModel:
     ) -> Health:
         """The health of this cycle's ``devices`` at Unix time ``wall``; ``events`` is None when driver
         events are not watched; ``known`` is False while the backend is down."""
-        for uuid in [uuid for uuid in self._memory if uuid not in {d.identity.uuid for d in devices}]:
+        listed = {device.identity.uuid for device in devices}
+        for uuid in [uuid for uuid in self._memory if uuid not in listed]:  # forgotten GPUs: their memory too
             del self._memory[uuid]
         gpus = tuple(self._gpu(device, events, wall) for device in devices)
         return Health(known, gpus, self._expected, len(devices))

@@ -148,7 +148,7 @@ def start(
     until ``wait_for`` answers 200.
     Unless the test gives an interval (a flag, the environment or a config file), it runs at
     ``--collect-interval 1s``, the pace the tests were written for (``pin_interval=False``: the
-    backend's default, tests/test_cadence.py)."""
+    backend's default)."""
     stem = log_name("exporter")
     log_path = workdir / f"{stem}.log"
     trace_path = workdir / f"{stem}-trace.txt" if trace else None
@@ -188,6 +188,21 @@ def start(
         time.sleep(0.05)
     exporter.stop()
     raise AssertionError(f"exporter did not answer {wait_for} with 200 in 30 s:\n{exporter.log()}")
+
+
+def scrape_until(
+    exporter: Exporter, check: Callable[[dict[str, dict[Labels, float]]], bool], timeout: float = 15.0
+) -> dict[str, dict[Labels, float]]:
+    """Scrape until ``check`` holds on the parsed exposition (the event a test waits for, e.g. every GPU's
+    first read); fail with the last scrape otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parsed = samples(exporter.metrics())
+        if check(parsed):
+            return parsed
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout}s; last scrape:\n{exporter.metrics()}")
+        time.sleep(0.1)
 
 
 def samples(text: str) -> dict[str, dict[Labels, float]]:

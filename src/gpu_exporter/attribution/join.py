@@ -11,25 +11,24 @@ the GPU the kubelet says it was allocated."""
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpu_exporter import model
 from gpu_exporter.attribution.cgroups import Workload
 from gpu_exporter.attribution.deviceids import GpuIds, resolve
 from gpu_exporter.attribution.hpcjobs import JobMapping
 from gpu_exporter.attribution.kubeletpods import PodName
-from gpu_exporter.attribution.nodecondition import NodeCondition
 from gpu_exporter.attribution.procfs import FactsSource, ProcessFacts, ProcessNames
 from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
-from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
-from gpu_exporter.sampling.health import Health
 from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
+
+if TYPE_CHECKING:  # built by the assembly only with --kubernetes.node-condition
+    from gpu_exporter.attribution.nodecondition import NodeCondition
 
 log = logging.getLogger(__name__)
 
@@ -221,69 +220,6 @@ class Attributor:
             if mig is not None:
                 found.append((mig, jobs))
         return found
-
-
-def attributor_for(
-    settings: Settings, gpus: Callable[[], Sequence[GpuIds]], health: Callable[[], Health] | None = None
-) -> Attributor:
-    """The attribution the settings ask for; the kubelet source (and grpc) only with ``--kubernetes``.
-    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids; ``health`` the
-    newest health, which ``--kubernetes.node-condition`` reports on the node."""
-    kubelet: Kubelet | None = None
-    if settings.kubernetes:
-        from gpu_exporter.attribution.podresources import PodResources
-
-        extra = frozenset(name.strip() for name in settings.kubernetes_resources.split(",") if name.strip())
-        refresh = settings.kubelet_refresh
-        kubelet = PodResources(
-            settings.pod_resources_socket, refresh, extra, max_age_seconds=max(60.0, 6 * refresh), gpus=gpus
-        )
-    names: PodNames | None = None
-    if settings.kubernetes and settings.kubelet_url:
-        from gpu_exporter.attribution.kubeletpods import KubeletPods
-
-        names = KubeletPods(
-            settings.kubelet_url, settings.kubelet_token_file, settings.kubelet_ca_file,
-            max(30.0, 3 * settings.kubelet_refresh),
-            insecure_skip_verify=settings.kubelet_insecure,
-        )  # fmt: skip
-    slices: Slices | None = None
-    api_pods: PodNames | None = None
-    if settings.kubernetes:  # httpx2 and the pod-resources protobufs load only here
-        from gpu_exporter.attribution.kubeapi import api_sources
-
-        slices, api_pods = api_sources(settings)
-    scenario_names: FactsSource | None = None
-    if settings.backend == "simulate" and not settings.procfs:  # a scenario without a /proc of its own
-        from gpu_exporter.simulate.builtins import resolve
-        from gpu_exporter.simulate.processes import ScenarioNames
-
-        scenario_names = ScenarioNames(resolve(settings.simulate))
-    return Attributor(
-        Path(settings.procfs),
-        settings.hpc_job_dir,
-        kubelet,
-        names,
-        slices,
-        api_pods,
-        Path(settings.passwd) if settings.passwd else None,
-        scenario_names,
-        _node_condition(settings, health) if settings.node_condition and health is not None else None,
-    )
-
-
-def _node_condition(settings: Settings, health: Callable[[], Health]) -> NodeCondition | None:
-    """The node-condition reporter, where an API server and a node name are known (else one log line)."""
-    from gpu_exporter.attribution.kubeapi import api_url
-
-    url = api_url(settings.kubernetes_api_url, os.environ)
-    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
-    if not url or not node:
-        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
-        log.warning("--kubernetes.node-condition %s: not set, %s", settings.node_condition, why)
-        return None
-    return NodeCondition(url, settings.kubelet_token_file, settings.kubelet_ca_file, node, settings.node_condition,
-                         health)  # fmt: skip
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

@@ -45,8 +45,7 @@ from gpu_exporter.http.lifespan import Lifespan
 from gpu_exporter.http.webconfig import WebConfigSource
 from gpu_exporter.logs import flush_repeats
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.server")
+log = logging.getLogger(__name__)
 
 
 SHUTDOWN_GRACE = 5.0

@@ -3,6 +3,9 @@ answering, to requests bearing ``token``, the list and watch requests the export
 
 - ``GET /apis/resource.k8s.io/VERSION/resourceslices`` (versions in ``versions``; others 404),
 - ``GET /api/v1/pods``,
+- ``GET /api/v1/nodes/NAME`` and ``PATCH /api/v1/nodes/NAME/status`` (a strategic merge patch of
+  ``status.conditions``, merged by ``type`` as the API server merges them; each patch is recorded in
+  ``patches``) for the nodes in ``nodes``,
 
 in the API's JSON (``ResourceSliceList``/``PodList`` with ``metadata.resourceVersion``, pages by
 ``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``) and,
@@ -69,6 +72,14 @@ def resource_slice(name: str, devices: list[dict[str, Any]], node: str = NODE, g
     }  # fmt: skip
 
 
+def api_node(name: str = NODE) -> dict[str, Any]:
+    """A Node object as the API server keeps it, with the kubelet's Ready condition."""
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": "1"},
+            "status": {"conditions": [ready]}}  # fmt: skip
+
+
 def api_pod(namespace: str, name: str, uid: str, containers: dict[str, str], node: str = NODE,
             labels: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """A pod: containers as {container id (64 hex): name}."""
@@ -91,6 +102,8 @@ class KubeApi:
         self.token = "api-token-one"
         self.slices: list[dict[str, Any]] = []
         self.pods: list[dict[str, Any]] = []
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.patches: list[dict[str, Any]] = []  # the body of each PATCH accepted
         self.versions = ("v1", "v1beta1")
         self.status = 200
         self.requests: list[tuple[str, str]] = []
@@ -121,6 +134,10 @@ class KubeApi:
             return 401, self._status(401, "Unauthorized")
         if self.status != 200:
             return self.status, self._status(self.status, "Refused")
+        if parts.path.startswith("/api/v1/nodes/"):
+            with self._lock:
+                node = self.nodes.get(parts.path.removeprefix("/api/v1/nodes/"))
+                return (200, json.dumps(node).encode()) if node else (404, self._status(404, "NotFound"))
         found = self._objects(parts.path)
         if found is None:
             return 404, self._status(404, "NotFound")
@@ -138,6 +155,39 @@ class KubeApi:
         api_version = "v1" if kind == "PodList" else parts.path.split("/")[3]
         body = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
         return 200, json.dumps(body).encode()
+
+    def patch(self, raw_path: str, authorization: str, content_type: str, body: bytes) -> tuple[int, bytes]:
+        """(status, body) for one PATCH of a node's status: conditions merged by ``type``."""
+        with self._lock:
+            self.requests.append((raw_path, authorization))
+        path = urllib.parse.urlsplit(raw_path).path
+        if authorization != f"Bearer {self.token}":
+            return 401, self._status(401, "Unauthorized")
+        if self.status != 200:
+            return self.status, self._status(self.status, "Refused")
+        name = path.removeprefix("/api/v1/nodes/").removesuffix("/status")
+        if not path.startswith("/api/v1/nodes/") or not path.endswith("/status") or name not in self.nodes:
+            return 404, self._status(404, "NotFound")
+        if content_type != "application/strategic-merge-patch+json":
+            return 415, self._status(415, "UnsupportedMediaType")
+        patch = json.loads(body)
+        with self._lock:
+            node = self.nodes[name]
+            conditions = node.setdefault("status", {}).setdefault("conditions", [])
+            for condition in patch["status"]["conditions"]:
+                kept = [c for c in conditions if c["type"] != condition["type"]]
+                previous = next((c for c in conditions if c["type"] == condition["type"]), {})
+                conditions[:] = [*kept, {**previous, **condition}]
+            self.patches.append(patch)
+            self.version += 1
+            node["metadata"]["resourceVersion"] = str(self.version)
+            return 200, json.dumps(node).encode()
+
+    def condition(self, node: str, type_: str) -> dict[str, Any] | None:
+        """Condition ``type_`` of ``node`` now."""
+        with self._lock:
+            conditions = self.nodes[node].get("status", {}).get("conditions", [])
+            return next((dict(c) for c in conditions if c["type"] == type_), None)
 
     def publish(self, kind: str, obj: dict[str, Any], plural: str = "resourceslices") -> None:
         """Apply one event (``ADDED``, ``MODIFIED``, ``DELETED``) of ``obj`` to the ``plural`` served
@@ -244,6 +294,20 @@ class KubeApi:
                 self.end_headers()
                 with contextlib.suppress(OSError):  # the client gave up
                     self.wfile.write(body)
+
+            def do_PATCH(self) -> None:  # the name http.server calls
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                status, answer = api.patch(self.path, self.headers.get("Authorization", ""),
+                                           self.headers.get("Content-Type", ""), body)  # fmt: skip
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(answer)
 
             def log_message(self, format: str, *args: object) -> None:  # http.server's signature
                 pass

@@ -14,6 +14,7 @@ from gpu_exporter.catalogue import (
     EVENT_METRICS,
     FAMILIES,
     FULL,
+    HEALTH_METRICS,
     IDENTITY_METRICS,
     MIG_LABELS,
     SELF_METRICS,
@@ -101,6 +102,7 @@ def metric_table() -> str:
     rows += [_fixed_row(metric) for metric in IDENTITY_METRICS]
     rows += [_spec_row(family) for family in FAMILIES.values()]
     rows += [_fixed_row(metric, "xid") for metric in EVENT_METRICS]
+    rows += [_fixed_row(metric) for metric in HEALTH_METRICS]
     rows += [_fixed_row(metric, "nvswitch") for metric in SWITCH_FIXED_METRICS[:1]]
     switch_families = {spec.name: tuple(s for s in SWITCH_METRICS if s.name == spec.name) for spec in SWITCH_METRICS}
     rows += [_spec_row(family) for family in switch_families.values()]

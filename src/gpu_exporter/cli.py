@@ -53,8 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         "shown in brackets; precedence is flag > environment > config file > default.",
         epilog="Subcommands (flags may come before or after them): 'gpu-exporter snapshot' prints one look at "
         "every GPU (or --json, --watch SECONDS) without starting a server, e.g. 'gpu-exporter snapshot --simulate'; "
-        "'gpu-exporter doctor' checks what the exporter needs to see GPUs and says the fix for each finding. "
-        "'gpu-exporter snapshot --help' and 'gpu-exporter doctor --help' list their own flags.",
+        "'gpu-exporter doctor' checks what the exporter needs to see GPUs and says the fix for each finding; "
+        "'gpu-exporter check [--url URL]' asks a running exporter for its GPUs' health (exit 0 healthy, 1 action "
+        "needed, 2 unknown: a Node Problem Detector plugin). "
+        "'gpu-exporter snapshot --help', 'gpu-exporter doctor --help' and 'gpu-exporter check --help' list their "
+        "own flags.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", "-v", action="version", version=f"gpu-exporter {__version__}")  # -v: dcgm-exporter
@@ -236,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: The subcommands, which may come after flags (``gpu-exporter --simulate mig snapshot``).
-SUBCOMMANDS = ("snapshot", "doctor")
+SUBCOMMANDS = ("snapshot", "doctor", "check")
 
 
 def subcommand_first(args: Sequence[str]) -> list[str]:
@@ -263,7 +266,7 @@ def subcommand_first(args: Sequence[str]) -> list[str]:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = subcommand_first(sys.argv[1:] if argv is None else argv)
-    code = subcommand(args, parse_settings)  # snapshot, doctor
+    code = subcommand(args, parse_settings)  # snapshot, doctor, check
     if code is not None:
         return code
     try:

@@ -105,6 +105,7 @@ class Settings:
     kubelet_token_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     kubernetes_api_url: str = "auto"
     kubernetes_node: str = ""
+    node_condition: str = ""  # --kubernetes.node-condition: the condition type, empty: off
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512
@@ -112,6 +113,7 @@ class Settings:
     idle_timeout: float = 120.0
     probes_without_auth: bool = False
     vanished_retention: float = 3600.0
+    expected_gpus: int = 0  # 0: no expected inventory
     unsupported_retry: float = 60.0
     rediscover_interval: float = 30.0
     max_processes: int = 16

@@ -98,6 +98,16 @@ def _telemetry_path(value: str) -> str:
     return value
 
 
+_CONDITION_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+
+
+def _condition_type(value: str) -> str:
+    """A node condition type: empty (off) or a CamelCase word, as Kubernetes' own conditions."""
+    if value and not _CONDITION_TYPE.match(value):
+        raise ValueError("a CamelCase condition type of letters and digits such as GPUHealthy, or empty (off)")
+    return value
+
+
 def choice(*allowed: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value.lower() not in allowed:
@@ -196,6 +206,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
            "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
            "dropped, 1s to 168h (default 1h).", "DURATION"),
+    Option("--expected-gpus", "expected_gpus", ("expected-gpus",), _integer(0, 1024),
+           "GPUs this node should have, 1 to 1024; fewer listed (missing since boot, or dropped by the driver) "
+           "turns the health model to fail with action reboot, and gpu_exporter_gpus_expected is served beside "
+           "gpu_exporter_gpus_present; 0 (default) expects whatever the driver lists.", "N"),
     Option("--gpu.rediscover-interval", "rediscover_interval", ("gpu", "rediscover-interval"), _interval_or_off,
            "How often GPUs and MIG instances are enumerated again while every GPU answers, so instances "
            "created or destroyed at run time (e.g. by a DRA driver) and hot-added GPUs are picked up; "
@@ -270,6 +284,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--kubernetes.node-name", "kubernetes_node", ("kubernetes", "node-name"), str,
            "This node's name in the API server, to list only its ResourceSlices and pods (default the "
            "NODE_NAME variable; without one the API server is not asked).", "NAME"),
+    Option("--kubernetes.node-condition", "node_condition", ("kubernetes", "node-condition"), _condition_type,
+           "Set this condition type (CamelCase, e.g. GPUHealthy) on this node's status through the API server: "
+           "True while every expected GPU is healthy, False with the GPUs and actions when one needs action, "
+           "Unknown while the backend is down (needs get on nodes and patch on nodes/status, the API server and "
+           "node name of --kubernetes.api-url and --kubernetes.node-name; default empty: off).", "TYPE"),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",

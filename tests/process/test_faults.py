@@ -54,6 +54,7 @@ def comparable(parsed: Parsed) -> dict[tuple[str, Labels], float]:
     moving = (
         "gpu_exporter_", "gpu_utilization_seconds_total", "gpu_utilization_low_", "gpu_utilization_high_", "gpu_xid_",
         "gpu_power_watts", "gpu_power_instant", "gpu_power_peak", "gpu_energy_",
+        "gpu_health_",  # the health model judges the Xids (tests/unit/test_health_model.py)
     )  # fmt: skip
     return {
         (name, labels): v
@@ -108,7 +109,9 @@ def test_lost_gpu_goes_down_alone_and_comes_back(fakenvml_dir: Path, tmp_path: P
         lost = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
         assert value(lost, "gpu_power_watts", gpu="2") is None  # GPU 2's metrics vanish...
         assert value(lost, "gpu_exporter_device_down", gpu="2", reason="lost") == 1
-        kept = ("gpu_exporter_", "gpu_up", "gpu_info", "gpu_xid_errors_", "gpu_ecc_error_events_total")
+        # the health model's verdict on the lost GPU stays too: fail, reboot
+        kept = ("gpu_exporter_", "gpu_up", "gpu_info", "gpu_xid_errors_", "gpu_ecc_error_events_total", "gpu_health_")
+        assert value(lost, "gpu_health_action", gpu="2") == 4
         assert not [labels for name, series in lost.items() if not name.startswith(kept)
                     for labels in series if dict(labels).get("gpu") == "2"]  # fmt: skip
         assert value(lost, "gpu_xid_errors_all_codes_total", gpu="2") == 0  # event counters stay, pre-created

@@ -16,14 +16,17 @@ from tests.harness import SCENARIOS
 from tests.system.test_status import PROCESSES, _procfs
 
 EXPECTED = """\
+health fail: GPU 3: memory has an unrepairable error: service; GPU 2: NVLink fabric unhealthy: drain
 [0] NVIDIA H100 80GB HBM3 |  71°C,  97 % |  10240 /  81559 MiB |  612 /  700 W | python3/4242(root,8192M,job 77) ?/4343(?,1024M)
 [1] NVIDIA H100 80GB HBM3 |  64°C,  64 % |  20480 /  81559 MiB |  455 /  700 W
 [2] NVIDIA H100 80GB HBM3 |  38°C,  12 % |  30720 /  81559 MiB |   98 /  650 W
+    ! health fail: NVLink fabric unhealthy; action: drain
 [3] NVIDIA H100 80GB HBM3 |  83°C, 100 % |  40960 /  81559 MiB |  700 /  700 W | trainer/5151(4000,4096M) <img src=x onerror=alert(1)>/6161(root,2048M)
     ! hot: 83 °C, slowdown at 90 °C
     ! throttled: power cap, HW thermal slowdown
     ! degraded PCIe link: x8 of x16
     ! degraded PCIe link: Gen4 of Gen5 while busy
+    ! health fail: memory has an unrepairable error; action: service
 """  # noqa: E501  (the lines are what a person sees)
 
 
@@ -137,7 +140,8 @@ def test_a_lost_gpu_is_marked(fakenvml_dir: Path, tmp_path: Path) -> None:
                 break
         child.send_signal(signal.SIGINT)
         child.communicate(timeout=20)
-    assert card["state"] == "lost" and card["problems"] == ["lost: the GPU stopped answering"]
+    health = ["health fail: GPU is down (lost); action: reboot"]  # the health model's verdict on a lost GPU
+    assert card["state"] == "lost" and card["problems"] == ["lost: the GPU stopped answering", *health]
 
 
 def test_the_collect_interval_flag_sets_the_sampling_interval(fakenvml_dir: Path, tmp_path: Path) -> None:

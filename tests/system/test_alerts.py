@@ -85,6 +85,12 @@ def test_amtool_check_config() -> None:
     [
         (["severity=critical", "alertname=GPUFallenOffBus", "instance=n1:9400", "gpu=0"], "pager"),
         (["severity=critical", "alertname=GPUXidError", "instance=n1:9400", "gpu=3", "xid=79"], "pager"),
+        (["severity=critical", "alertname=GPURecoveryActionRequired", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=warning", "alertname=GPURecoveryActionRequired", "instance=n1:9400", "gpu=1"], "chat"),
+        (["severity=critical", "alertname=GPUMemoryUnrepairable", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=critical", "alertname=GPUFabricUnhealthy", "instance=n1:9400", "gpu=0"], "pager"),
+        (["severity=warning", "alertname=GPUInforomInvalid", "instance=n1:9400", "gpu=0"], "chat"),
+        (["severity=critical", "alertname=GPUMissing", "instance=n1:9400"], "pager"),
         (["severity=warning", "alertname=GPUTemperatureHigh", "instance=n1:9400", "gpu=1"], "chat"),
         (["severity=warning", "alertname=GPUExporterDown", "instance=n1:9400"], "chat"),
         (["severity=info", "alertname=GPUUtilizationSaturated", "instance=n1:9400", "gpu=2"], "null"),

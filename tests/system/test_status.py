@@ -125,12 +125,25 @@ def test_json_values_exact_against_the_scenario(exporter: Exporter) -> None:
         "throttled: power cap, HW thermal slowdown",
         "degraded PCIe link: x8 of x16",
         "degraded PCIe link: Gen4 of Gen5 while busy",
+        "health fail: memory has an unrepairable error; action: service",
         "Xid 79: " + gpu3["xid"]["description"],
     ]
+    # the health model: the worst finding names the action; Xid 79 (pcie, reboot) and Xid 13 (sm) count too
+    assert (gpu3["health"]["status"], gpu3["health"]["action"]) == ("fail", "service")
+    assert {(f["subsystem"], f["action"]) for f in gpu3["health"]["findings"]} >= {
+        ("pcie", "reboot"),
+        ("sm", "restart_job"),
+    }
+    assert gpu0["health"]["status"] == "pass" and body["health"]["status"] == "fail"
+    assert body["health"]["problems"] == [  # worst first
+        "GPU 3: memory has an unrepairable error: service",
+        "GPU 2: NVLink fabric unhealthy: drain",
+    ]
     assert [(p["name"], p["user"]) for p in gpu3["processes"]] == [("trainer", "4000"), (HOSTILE, "root")]
-    # GPU 2 idles at Gen1 (power saving): shown, not a problem
-    assert body["gpus"][2]["pcie_generation"] == 1 and body["gpus"][2]["problems"] == []
-    assert body["cards_with_problems"] == 1
+    # GPU 2 idles at Gen1 (power saving): shown, not a problem; its only problem is its fabric's health
+    problems = ["health fail: NVLink fabric unhealthy; action: drain"]
+    assert body["gpus"][2]["pcie_generation"] == 1 and body["gpus"][2]["problems"] == problems
+    assert body["cards_with_problems"] == 2
 
 
 def test_history_is_kept_and_bounded(exporter: Exporter) -> None:
@@ -145,11 +158,12 @@ def test_page_without_javascript_has_every_card_and_escapes_names(exporter: Expo
     response = exporter.get("/")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
     text = response.text
-    assert text.count("<section class='card") == 4 and text.count("<section class='card problem'") == 1
+    assert text.count("<section class='card") == 4 and text.count("<section class='card problem'") == 2
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     for shown in ("97 %", "10.0 / 79.6 GiB", "71 °C (slowdown 90 °C)", "612 W / 700 W", "1980 / 1980 MHz",
                   "power cap, HW thermal slowdown", "Gen4/5 x8/16", "hot: 83 °C, slowdown at 90 °C",
-                  "job 77", "python3", "8.0 GiB", "<polyline", "1 of 4 need a look"):  # fmt: skip
+                  "job 77", "python3", "8.0 GiB", "<polyline", "2 of 4 need a look",
+                  "health fail, action service"):  # fmt: skip
         assert shown in text, shown
     assert "http://" not in text and "https://" not in text  # no external assets
     fragment = exporter.get("/?fragment=cards").text
@@ -189,7 +203,7 @@ def test_chromium_renders_live_values_in_both_schemes(exporter: Exporter, tmp_pa
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     assert "data-updated=" in html, "the page's script did not swap in fresh cards"
-    assert html.count('class="card') == 4 and html.count('class="card problem"') == 1
+    assert html.count('class="card') == 4 and html.count('class="card problem"') == 2
     for shown in ("97 %", "612 W / 700 W", "Xid 79: GPU has fallen off the bus", "trainer", "Gen4/5 x8/16"):
         assert shown in html, shown
     assert "<img" not in html  # the hostile process name stayed text after the swap

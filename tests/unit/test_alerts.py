@@ -56,9 +56,11 @@ EXPECTED_ALERTS = {
     "GPUExporterDown",
     "GPUMetricsAbsent", "GPUExporterStale", "GPUExporterBackendDown",
     "GPUNVLinkDown", "GPUNVLinkErrors", "GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh",
+    # issue 38: every health signal the health model reads
+    "GPURecoveryActionRequired", "GPUMemoryUnrepairable", "GPUFabricUnhealthy", "GPUInforomInvalid", "GPUMissing",
 }  # fmt: skip
 #: Alerts about a node's exporter rather than one GPU: their descriptions need not name a GPU.
-NODE_ALERTS = {"GPUExporterDown", "GPUMetricsAbsent", "GPUExporterBackendDown"}
+NODE_ALERTS = {"GPUExporterDown", "GPUMetricsAbsent", "GPUExporterBackendDown", "GPUMissing"}
 #: Alerts about an NVSwitch: their descriptions name the switch instead of a GPU.
 SWITCH_ALERTS = {"GPUNVSwitchFatalError", "GPUNVSwitchPortDown", "GPUNVSwitchTemperatureHigh"}
 #: Labels Prometheus adds to every scraped series.

@@ -76,6 +76,9 @@ def test_no_collector_flag() -> None:
         (["--log.level", "loud"], {}, "--log.level='loud' is not allowed"),
         ([], {"GPU_EXPORTER_LOG_FORMAT": "xml"}, "GPU_EXPORTER_LOG_FORMAT='xml' is not allowed: use one of text, json"),
         ([], {"GPU_EXPORTER_COLLECTOR_POWER": "maybe"}, "GPU_EXPORTER_COLLECTOR_POWER='maybe' is not allowed"),
+        (["--expected-gpus", "eight"], {}, "--expected-gpus='eight' is not allowed: use a whole number from 0 to 1024"),
+        ([], {"GPU_EXPORTER_EXPECTED_GPUS": "-1"}, "GPU_EXPORTER_EXPECTED_GPUS='-1' is not allowed"),
+        (["--kubernetes.node-condition", "gpu-healthy"], {}, "use a CamelCase condition type"),
     ],
 )
 def test_bad_values_name_setting_value_and_allowed(argv: list[str], env: dict[str, str], needle: str) -> None:
@@ -83,6 +86,15 @@ def test_bad_values_name_setting_value_and_allowed(argv: list[str], env: dict[st
         parse_settings(argv, env)
     assert needle in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_expected_gpus_and_node_condition_from_flag_and_environment() -> None:
+    assert parse_settings([], {}).expected_gpus == 0  # not set: no inventory
+    assert parse_settings(["--expected-gpus", "8"], {}).expected_gpus == 8
+    assert parse_settings([], {"GPU_EXPORTER_EXPECTED_GPUS": "4"}).expected_gpus == 4
+    assert parse_settings([], {}).node_condition == ""  # off
+    env = {"GPU_EXPORTER_KUBERNETES_NODE_CONDITION": "GPUHealthy"}
+    assert parse_settings([], env).node_condition == "GPUHealthy"
 
 
 def test_config_file_errors(tmp_path: Path) -> None:

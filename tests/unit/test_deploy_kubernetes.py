@@ -22,7 +22,7 @@ from tests.harness import REPO
 from tests.harness import tool as harness_tool
 
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
-OVERLAYS = ("attribution", "dcgm", "dcgm-exporter-compat", "tls")
+OVERLAYS = ("attribution", "dcgm", "dcgm-exporter-compat", "tls", "node-condition")
 TREES = ("base", *OVERLAYS)
 #: Oldest and newest Kubernetes versions the manifests are validated against (kubernetes-validate's range).
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
@@ -91,8 +91,13 @@ def test_daemonset_security_resources_and_scheduling(name: str) -> None:
     docs = rendered(name)
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     main = container(docs)
-    # only the attribution overlay talks to the kubelet's /pods, with the service account's token
-    assert pod["automountServiceAccountToken"] is (name == "attribution")
+    # only the attribution overlay (the kubelet's /pods) and the node-condition overlay (the API server)
+    # use the service account's token
+    assert pod["automountServiceAccountToken"] is (name in ("attribution", "node-condition"))
+    if name == "node-condition":  # its own node's status: read once, then patched
+        rules = [(r["apiGroups"], r["resources"], r["verbs"]) for r in one(docs, "ClusterRole")["rules"]]
+        assert rules == [([""], ["nodes"], ["get"]), ([""], ["nodes/status"], ["patch"])]
+        assert _args(main)["--kubernetes.node-condition"] == "GPUHealthy"
     if name == "attribution":
         binding = one(docs, "ClusterRoleBinding")
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-exporter", "namespace": "gpu-exporter"}]

@@ -47,13 +47,16 @@ def sampler_for(
     ``interval`` overrides ``--collect-interval`` (``snapshot --watch``)."""
     specs = enabled_specs(collectors)
     holder: list[Sampler] = []
-    attributor = attributor_for(settings, lambda: known_gpus(holder[0].snapshot.devices))
+    attributor = attributor_for(
+        settings, lambda: known_gpus(holder[0].snapshot.devices), lambda: holder[0].snapshot.health
+    )
     renderer, memory = rendering(specs, compat, settings.metrics_detail)
     sampler = Sampler(
         backend, specs, settings.collect_interval if interval is None else interval, reason,
         renderer=renderer, attribution=attributor, memory=memory, watch_events="xid" in collectors,
         vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
         rediscover_interval=settings.rediscover_interval, max_processes=settings.max_processes,
+        expected_gpus=settings.expected_gpus or None,
     )  # fmt: skip
     holder.append(sampler)
     return sampler, attributor
@@ -69,6 +72,7 @@ def bare_sampler(
     watch_events: bool = True,
     clock: Callable[[], float] = time.monotonic,
     rediscover_interval: float = REDISCOVER_SECONDS,
+    expected_gpus: int | None = None,
 ) -> Sampler:
     """A sampler without attribution sources (``doctor``, in-process tests): processes are listed
     and folded, never labelled with pods or jobs."""
@@ -76,4 +80,5 @@ def bare_sampler(
     return Sampler(
         backend, specs, interval, reason, renderer=renderer, attribution=Attributor(), memory=memory,
         watch_events=watch_events, clock=clock, rediscover_interval=rediscover_interval,
+        expected_gpus=expected_gpus,
     )  # fmt: skip

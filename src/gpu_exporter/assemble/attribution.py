@@ -18,13 +18,18 @@ from gpu_exporter.config import Settings
 
 if TYPE_CHECKING:
     from gpu_exporter.attribution.kubeapi import NodePods, ResourceSlices
+    from gpu_exporter.attribution.nodecondition import NodeCondition
+    from gpu_exporter.sampling.health import Health
 
 log = logging.getLogger(__name__)
 
 
-def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> Attributor:
+def attributor_for(
+    settings: Settings, gpus: Callable[[], Sequence[GpuIds]], health: Callable[[], Health] | None = None
+) -> Attributor:
     """The attribution the settings ask for; the kubelet source (and grpc) only with ``--kubernetes``.
-    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids."""
+    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids; ``health`` the
+    newest health, which ``--kubernetes.node-condition`` reports on the node."""
     kubelet: Kubelet | None = None
     if settings.kubernetes:
         from gpu_exporter.attribution.podresources import PodResources
@@ -62,7 +67,23 @@ def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> 
         api_pods,
         Path(settings.passwd) if settings.passwd else None,
         scenario_names,
+        _node_condition(settings, health) if settings.node_condition and health is not None else None,
     )
+
+
+def _node_condition(settings: Settings, health: Callable[[], Health]) -> NodeCondition | None:
+    """The node-condition reporter, where an API server and a node name are known (else one log line)."""
+    from gpu_exporter.attribution.kubeapi import api_url
+    from gpu_exporter.attribution.nodecondition import NodeCondition
+
+    url = api_url(settings.kubernetes_api_url, os.environ)
+    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
+    if not url or not node:
+        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
+        log.warning("--kubernetes.node-condition %s: not set, %s", settings.node_condition, why)
+        return None
+    return NodeCondition(url, settings.kubelet_token_file, settings.kubelet_ca_file, node, settings.node_condition,
+                         health)  # fmt: skip
 
 
 def api_sources(settings: Settings) -> tuple[ResourceSlices | None, NodePods | None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpu_exporter import model
 from gpu_exporter.attribution.cgroups import Workload
@@ -26,6 +26,9 @@ from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
+
+if TYPE_CHECKING:  # built by the assembly only with --kubernetes.node-condition
+    from gpu_exporter.attribution.nodecondition import NodeCondition
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class Attributor:
         api_pods: PodNames | None = None,
         passwd: Path | None = None,
         names: FactsSource | None = None,
+        node_condition: NodeCondition | None = None,
     ) -> None:
         self._names = names if names is not None else ProcessNames(procfs, passwd)
         self._hpc = JobMapping(hpc_job_dir) if hpc_job_dir else None
@@ -101,9 +105,9 @@ class Attributor:
         self._pod_names = pod_names
         self._slices = slices
         self._api_pods = api_pods
-        named: tuple[tuple[str, Kubelet | PodNames | Slices | None], ...] = (
+        named: tuple[tuple[str, Kubelet | PodNames | Slices | NodeCondition | None], ...] = (
             ("kubelet", kubelet), ("kubelet_pods", pod_names), ("kubernetes_resourceslices", slices),
-            ("kubernetes_pods", api_pods),
+            ("kubernetes_pods", api_pods), ("kubernetes_node_condition", node_condition),
         )  # fmt: skip
         self._sources = tuple((name, source) for name, source in named if source is not None)
 

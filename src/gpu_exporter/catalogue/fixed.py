@@ -63,6 +63,30 @@ ECC_ERROR_EVENTS = FixedMetric(
 )
 #: Metrics counted from driver events (collector ``xid``).
 EVENT_METRICS: tuple[FixedMetric, ...] = (XID_ERRORS_ALL_CODES, XID_ERRORS, XID_LAST_TIMESTAMP, ECC_ERROR_EVENTS)
+# The health model (:mod:`gpu_exporter.sampling.health`): judged from the values above each cycle.
+HEALTH_STATUS = FixedMetric(
+    "gpu_health_status",
+    "gauge",
+    "",
+    (*DEVICE_LABELS, "subsystem"),
+    "Health of each GPU: 0 pass, 1 warn, 2 fail, over all subsystems (subsystem all) and, with "
+    "--metrics.detail=full, per DCGM health-watch system (pcie, nvlink, pmu, mcu, mem, sm, inforom, thermal, "
+    "power, driver) where something it is judged from was read (the Xids judge every subsystem while driver "
+    "events are watched). Source: the health model over ECC, row "
+    "remapping, unrepairable memory, the recovery action, fabric health, the inforom, slowdowns, PCIe replays, "
+    "NVLink errors, Xids and lost GPUs.",
+)
+HEALTH_ACTION = FixedMetric(
+    "gpu_health_action",
+    "gauge",
+    "",
+    DEVICE_LABELS,
+    "What the health model recommends for the GPU, the most drastic of its findings: 0 none, 1 restart the job, "
+    "2 drain, 3 reset the GPU, 4 reboot the node, 5 service (replace or repair the board). The status page, "
+    "/api/v1/status and gpu-exporter snapshot give the reason.",
+)
+#: The health model's families, after the values they are judged from.
+HEALTH_METRICS: tuple[FixedMetric, ...] = (HEALTH_STATUS, HEALTH_ACTION)
 # The exporter's self-metrics (``gpu_exporter_*``).
 BUILD_INFO = FixedMetric(
     "gpu_exporter_build_info", "gauge", "", ("version", "python_version"), "gpu-exporter build; value is always 1."
@@ -131,6 +155,21 @@ DEVICE_DOWN = FixedMetric(
     "driver's list), not_enumerated, unsupported (DCGM does not support it), detached, inaccessible or disabled "
     "(DCGM's status of it), refused (DCGM will not group it), connection_lost (DCGM).",
 )
+GPUS_PRESENT = FixedMetric(
+    "gpu_exporter_gpus_present",
+    "gauge",
+    "",
+    (),
+    "GPUs the backend lists, up or down (a GPU that left the driver's list counts until it is forgotten).",
+)
+GPUS_EXPECTED = FixedMetric(
+    "gpu_exporter_gpus_expected",
+    "gauge",
+    "",
+    (),
+    "GPUs this node should have (--expected-gpus); absent when not set. Fewer present than expected: GPUs "
+    "missing since boot or forgotten by the driver.",
+)
 FIELDS_NOT_SERVED = FixedMetric(
     "gpu_exporter_fields_not_served",
     "gauge",
@@ -197,6 +236,8 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
     DEVICE_READ_DURATION,
     DEVICE_STALLED,
     DEVICE_DOWN,
+    GPUS_PRESENT,
+    GPUS_EXPECTED,
     FIELDS_NOT_SERVED,
     SOURCE_UP,
     SOURCE_REQUESTS,
@@ -219,7 +260,8 @@ SWITCH_FIXED_METRICS: tuple[FixedMetric, ...] = (NVSWITCH_INFO,)
 #: The ``*_info`` metric of each entity kind whose identity has one beside its series' labels.
 INFO_OF: dict[EntityKind, FixedMetric] = {"mig": MIG_INFO, "nvswitch": NVSWITCH_INFO}
 FIXED: dict[str, FixedMetric] = {
-    metric.name: metric for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
+    metric.name: metric
+    for metric in (*IDENTITY_METRICS, *EVENT_METRICS, *HEALTH_METRICS, *SWITCH_FIXED_METRICS, *SELF_METRICS)
 }
 
 #: gpu_exporter_sample_errors_total{kind} series present (at 0) from the start.

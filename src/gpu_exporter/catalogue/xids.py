@@ -32,6 +32,7 @@ class Xid:
     action: str
     group: str
     precreated: bool = False
+    bucket: str = "support"  # the key of the action in ACTIONS (NVIDIA's immediate-action bucket)
 
 
 #: What to do first, by NVIDIA's immediate-action bucket, in our words.
@@ -253,7 +254,7 @@ def _rows(text: str) -> dict[int, Xid]:
         code, severity, action, group, precreated, description = line.split("|")
         assert severity in ("critical", "warning", "info") and action in ACTIONS and group in GROUPS, line
         level: Severity = severity  # type: ignore[assignment]  # checked above
-        table[int(code)] = Xid(description, level, ACTIONS[action], group, precreated == "p")
+        table[int(code)] = Xid(description, level, ACTIONS[action], group, precreated == "p", action)
     return table
 
 

@@ -21,7 +21,7 @@ from typing import NoReturn
 from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
-from gpu_exporter.commands import doctor
+from gpu_exporter.commands import check, doctor
 from gpu_exporter.config import ConfigError, Settings
 from gpu_exporter.logs import setup
 from gpu_exporter.status.terminal import render
@@ -162,4 +162,6 @@ def subcommand(args: Sequence[str], parse_settings: ParseSettings) -> int | None
         return snapshot(args[1:], parse_settings)
     if args[:1] == ["doctor"]:
         return doctor_command(args[1:], parse_settings)
+    if args[:1] == ["check"]:
+        return check.main(args[1:])
     return None

@@ -34,6 +34,7 @@ from gpu_exporter.compat.fields import (
     not_served_reason,
 )
 from gpu_exporter.compat.flags import DcgmOptions
+from gpu_exporter.compat.health import HEALTH_STATUS
 from gpu_exporter.compat.releases import BY_NAME
 from gpu_exporter.sampling.consumers import Memory
 from gpu_exporter.sampling.events import RECENT_SECONDS
@@ -67,11 +68,6 @@ _XID_FIELDS = (_XID_FIELD, _XID_COUNT, _XID_TOTAL)
 _CLOCK_COUNT = 9002
 _CLOCK_TOTAL = 9006  # dcgm-exporter 4.8.3's cumulative, edge-counted clock events
 _CLOCK_FIELDS = (_CLOCK_COUNT, _CLOCK_TOTAL)
-#: dcgm-exporter's own series gpu-exporter does not serve, and why (a counters row naming one is skipped).
-_EXPORTER_REASONS = {
-    9003: "DCGM's health watches have no model in gpu-exporter yet (gpu_xid_errors_total, the ECC and "
-    "row-remap series and gpu_fabric_health say what they watch)",
-}
 #: A row of the clock_events collector, which DCGM_EXP_CLOCK_EVENTS_COUNT counts from: enabled with it.
 _POWER_CAP_EVENT = key_of(CLOCK_EVENT_ACTIVE, (("reason", "power_cap"),))
 _P2P_STATUS = 9004
@@ -198,9 +194,7 @@ def _exporter_field(
         if watch_events:
             return _Item(counter, number), ""
         return None, "the xid collector is disabled"
-    if number in _EXPORTER_REASONS:
-        return None, _EXPORTER_REASONS[number]
-    if number in IDENTITY_VALUES or number in HOST_VALUES or number == _P2P_STATUS:
+    if number in IDENTITY_VALUES or number in HOST_VALUES or number in (_P2P_STATUS, HEALTH_STATUS):
         return _Item(counter, number), ""
     if number == FB_USED_RATIO:
         if {spec.key for spec in specs if _supplied(spec, backend)} >= FB_USED_RATIO_KEYS:

@@ -25,6 +25,7 @@ from prometheus_client.samples import Sample
 from gpu_exporter.catalogue.fixed import BUILD_INFO
 from gpu_exporter.compat.devices import unmatched_ids
 from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
+from gpu_exporter.compat.health import HEALTH_STATUS
 from gpu_exporter.compat.plan import _CLOCK_TOTAL, _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
@@ -81,8 +82,8 @@ def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     options = compat.options
     samples: list[tuple[Labels, float]] = []
     for device in frame.devices:
-        if not device.up and item.field_id not in _XID_FIELDS:
-            continue  # a lost GPU keeps its Xid series (its Xid 79 comes just before the loss), no others
+        if not device.up and item.field_id not in _XID_FIELDS and item.field_id != HEALTH_STATUS:
+            continue  # a lost GPU keeps its Xid and health series (its Xid 79 comes just before the loss), no others
         pods, jobs = _pods(device, options), hpc_jobs(device)
         for uid, found in _device_samples(item, compat, frame, device):
             samples += attributed(found, pods.get(uid, []), jobs.get(uid, ()))

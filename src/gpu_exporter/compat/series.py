@@ -29,6 +29,7 @@ from gpu_exporter.compat.fields import (
     fb_used_ratio,
     link_entities,
 )
+from gpu_exporter.compat.health import HEALTH_STATUS, health_series
 from gpu_exporter.compat.plan import (
     _CLOCK_COUNT,
     _CLOCK_TOTAL,
@@ -82,6 +83,12 @@ def _device_samples(
         return
     if item.field_id == _P2P_STATUS:  # whole GPUs whatever -d says, as dcgm-exporter's P2P collector
         yield gpu_uid, _p2p(device.identity, _base(compat, frame.host, device.identity, None))
+        return
+    if item.field_id == HEALTH_STATUS:  # whole GPUs whatever -d says: DCGM's health watches judge GPUs
+        yield (
+            gpu_uid,
+            health_series(frame.health, device.identity.uuid, _base(compat, frame.host, device.identity, None)),
+        )
         return
     whole, instances = monitored(device, compat.options.devices)
     for target in ([None] if whole else []) + instances:

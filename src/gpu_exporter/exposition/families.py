@@ -14,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
+from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import PRECREATED_XIDS, SELF_METRICS, FixedMetric, MetricSpec, fixed
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.health import ACTIONS, Health
 from gpu_exporter.sampling.snapshot import DeviceView, Samples, SelfStats
 
 
@@ -180,9 +182,27 @@ def event_families(
     return [total, xids, last, ecc]
 
 
-def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metric]:
+def health_families(health: Health, *, subsystems: bool = True) -> list[Metric]:
+    """The health model's status per GPU, over all subsystems (``subsystem="all"``) and, with
+    ``subsystems`` (full detail), per judged subsystem; and its recommended action per GPU (none
+    before the backend first answered: nothing was judged)."""
+    status, action = _fixed(fixed.HEALTH_STATUS), _fixed(fixed.HEALTH_ACTION)
+    if not health.known:
+        return [status, action]
+    for gpu in health.gpus:
+        base = dict(model.gpu(gpu.index, gpu.uuid).labels)
+        for subsystem in gpu.checked if subsystems else ():
+            finding = gpu.status_of(subsystem)
+            _add(status, {**base, "subsystem": subsystem}, 0 if finding is None else finding.status)
+        _add(status, {**base, "subsystem": "all"}, gpu.status)
+        _add(action, base, ACTIONS.index(gpu.action))
+    return [status, action]
+
+
+def self_families(stats: SelfStats, devices: Sequence[DeviceView], health: Health | None = None) -> list[Metric]:
     """``gpu_exporter_*``: build, backend, cycle timing and health, errors by kind, per-device reads,
-    and each collector's success and duration in the last cycle."""
+    the GPUs present and expected (from ``health``), and each collector's success and duration in the
+    last cycle."""
     families = {metric: _fixed(metric) for metric in SELF_METRICS}
     _add(families[fixed.BUILD_INFO], {"version": stats.version, "python_version": platform.python_version()}, 1)
     _add(families[fixed.BACKEND_INFO], {"backend": stats.backend, "reason": stats.backend_reason}, 1)
@@ -203,6 +223,10 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView]) -> list[Metri
         _add(families[fixed.DEVICE_STALLED], labels, 1 if device.stalled else 0)
         if not device.up:
             _add(families[fixed.DEVICE_DOWN], {**labels, "reason": device.down_reason or "lost"}, 1)
+    if health is not None and health.known:
+        _add(families[fixed.GPUS_PRESENT], {}, health.present)
+    if health is not None and health.expected is not None:
+        _add(families[fixed.GPUS_EXPECTED], {}, health.expected)
     for reason, count in sorted(stats.not_served.items()):
         _add(families[fixed.FIELDS_NOT_SERVED], {"reason": reason}, count)
     for name, source in stats.sources.items():

@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 from gpu_exporter.catalogue import FULL, Detail, MetricSpec, detailed
 from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.encoder import lazily
-from gpu_exporter.exposition.families import device_families, fabric_families, self_families
+from gpu_exporter.exposition.families import device_families, fabric_families, health_families, self_families
 from gpu_exporter.sampling.snapshot import Frame, Renderer
 
 
@@ -27,8 +27,9 @@ def native_renderer(specs: Sequence[MetricSpec], detail: Detail = FULL) -> Rende
         def families() -> list[Metric]:
             return [
                 *device_families(specs, frame.host, frame.devices, frame.events, precreate_xids=precreate),
+                *health_families(frame.health, subsystems=precreate),
                 *(fabric_families(specs, frame.fabric) if fabric else ()),
-                *self_families(frame.stats, frame.devices),
+                *self_families(frame.stats, frame.devices, frame.health),
             ]
 
         return lazily(families)

@@ -33,6 +33,7 @@ from gpu_exporter.sampling.consumers import Attribution, Memory
 from gpu_exporter.sampling.convert import Converted, convert, group
 from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
+from gpu_exporter.sampling.health import HealthModel
 from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
@@ -90,6 +91,7 @@ class Sampler:
         unsupported_retry: float = RETRY_SECONDS,
         rediscover_interval: float = REDISCOVER_SECONDS,
         max_processes: int = MAX_PROCESSES,
+        expected_gpus: int | None = None,
     ) -> None:
         """``renderer`` turns each cycle's frame into its exposition, ``attribution`` labels each GPU's
         processes and adds its allocations (on the read's thread, after processes beyond
@@ -114,6 +116,7 @@ class Sampler:
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
         self._windows = Windows(self._specs, memory.clock_events_seconds)
         self._tallies = EventTallies(memory.xids_seconds)
+        self._health = HealthModel(expected_gpus)
         self._done = threading.Condition()
         self._reads = ReadPool(READ_CONCURRENCY, SLOW_READ_SECONDS, self._done)
         self._stop = threading.Event()
@@ -432,16 +435,21 @@ class Sampler:
             sources=self._attribution.sources(),
             not_served=self._backend.not_served() if self._open else {},
         )
+        wall_time = self._wall() if wall is None else wall
+        watched = events if self._watch_events else None
+        health = self._health.assess(devices, watched, wall_time, known=notes is not None and self._open)
         frame = Frame(
             host=self._host,
             devices=tuple(devices),
-            events=events if self._watch_events else None,
+            events=watched,
             windows=self._windows.snapshot(),
             stats=stats,
-            wall_time=self._wall() if wall is None else wall,
+            wall_time=wall_time,
             fabric=fabric,
+            health=health,
         )
-        return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame), frame.events)
+        rendered = self._render(frame)
+        return Snapshot(self._clock(), self._host, tuple(devices), stats, rendered, frame.events, health)
 
 
 def _models(devices: Sequence[DeviceIdentity]) -> str:

@@ -15,6 +15,7 @@ from gpu_exporter import model
 from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.health import Health
 
 #: Values by entity, then catalogue key, in base units; entities in render order.
 Samples = Mapping[Entity, Mapping[str, float]]
@@ -93,7 +94,7 @@ class Frame:
     """Everything one cycle renders: host and device views, the fabric's entities (NVSwitches and
     ports), event counts by GPU uuid (None when the xid collector is off), clock-event samples by
     GPU uid (Unix seconds and the reasons active in that read, the last hour), the self-state and
-    the cycle's wall time (Unix seconds)."""
+    the cycle's wall time (Unix seconds), and the health model's judgement of the cycle."""
 
     host: HostIdentity
     devices: tuple[DeviceView, ...]
@@ -102,6 +103,7 @@ class Frame:
     stats: SelfStats
     wall_time: float
     fabric: Samples = field(default_factory=dict)
+    health: Health = field(default_factory=Health)
 
 
 class Exposition(Protocol):
@@ -127,7 +129,8 @@ Renderer = Callable[[Frame], Exposition]
 class Snapshot:
     """One sampling cycle: ``taken_at`` is monotonic seconds, ``host`` and ``devices`` what was seen,
     ``events`` the pipeline's Xid and ECC event tallies by GPU uuid (None when the xid collector is
-    off), so readers such as the status page need not parse the exposition."""
+    off), and ``health`` the health model's judgement, so readers such as the status page need not
+    parse the exposition."""
 
     taken_at: float
     host: HostIdentity
@@ -135,6 +138,7 @@ class Snapshot:
     stats: SelfStats
     rendered: Exposition
     events: Mapping[str, XidTally] | None = None
+    health: Health = field(default_factory=Health)
 
     @property
     def sampled_gpus(self) -> int:

@@ -231,6 +231,12 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
         summary, tone = f"{status['cards_with_problems']} of {count} need a look", "tag"
     else:
         summary, tone = f"{cards}, no problems", "allclear"
+    health = status.get("health") or {}
+    verdict = f"health {health.get('status', 'unknown')}"
+    if health.get("action", "none") != "none":
+        verdict += f", action {health['action']}"
+    if health.get("missing_gpus"):
+        verdict += f", {health['missing_gpus']} of {health['expected_gpus']} GPUs missing"
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
@@ -238,7 +244,7 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
         f"{_simulated(status)}<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
         f"<p>Backend {_e(status['backend'])}, {_e(state)} · driver {_e(status['driver_version'] or 'unknown')}"
         f" · CUDA {_e(status['cuda_version'] or 'unknown')} · sampling every {float(status['interval_seconds']):g}s"
-        f" · <span class='{tone}'>{_e(summary)}</span></p></header>"
+        f" · <span class='{tone}'>{_e(summary)}</span> · <span data-field='health'>{_e(verdict)}</span></p></header>"
         f"<main>{cards_html(status)}</main>"
         f"<footer><a href='{_e(metrics_path)}'>Metrics</a> · <a href='/api/v1/status'>JSON</a> · "
         "<a href='/healthz'>Health</a> · <a href='/readyz'>Readiness</a></footer>"

@@ -46,6 +46,9 @@ def render(status: dict[str, Any], color: bool = False) -> str:
         f"driver {_clean(status['driver_version'] or '?')}  CUDA {_clean(status['cuda_version'] or '?')}  "
         f"backend {_clean(status['backend'])}{state}"
     ]
+    health = status.get("health") or {}
+    if health.get("status") not in (None, "pass"):
+        lines.append(paint(_RED, f"health {_clean(health['status'])}: " + "; ".join(map(_clean, health["problems"]))))
     if status.get("simulated"):
         lines.insert(0, paint(_YELLOW, f"SIMULATED host: {_clean(status['simulated'])}"))
     if not status["gpus"]:

@@ -17,6 +17,7 @@ from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.snapshot import DeviceView, Snapshot
 from gpu_exporter.simulate.builtins import SIMULATED
 from gpu_exporter.status.activity import activity, busy_low_sm
+from gpu_exporter.status.health import gpu_health, node_health
 
 Card = dict[str, Any]
 
@@ -149,6 +150,7 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "processes": _processes(device, entity),
         "allocations": _allocations(device, entity),
         "xid": None,
+        "health": None,  # the health model's judgement of a GPU (never of a MIG instance)
         # the values the vendor does not support on this GPU (absent from /metrics, not 0), by family
         "unsupported": list(device.unsupported) if entity.kind == "gpu" else [],
     }
@@ -181,6 +183,9 @@ def _problems(card: Card) -> list[str]:
         problems.append("row remapping pending: reset the GPU")
     if card["row_remap_failed"]:
         problems.append("row remapping failed: replace the GPU")
+    health = card.get("health")
+    if health and health["status"] != "pass":
+        problems.append(f"health {health['status']}: {health['reason']}; action: {health['action']}")
     xid = card["xid"]
     if xid and xid["total"]:
         last = xid["last"]
@@ -221,12 +226,15 @@ def trail_values(snapshot: Snapshot) -> Iterator[tuple[str, tuple[float | None, 
 def cards(snapshot: Snapshot) -> list[Card]:
     """One card per GPU, followed by one per MIG instance of it."""
     events = snapshot.events
+    judged = {gpu.uuid: gpu for gpu in snapshot.health.gpus} if snapshot.health.known else {}
     out: list[Card] = []
     for device, entity, values in card_entities(snapshot):
         if entity.kind != "mig":
             card = _card(device, entity, values, f"GPU {device.identity.index}")
             if events is not None:
                 card["xid"] = _xid(events.get(device.identity.uuid))
+            gpu = judged.get(device.identity.uuid)
+            card["health"] = gpu_health(gpu) if gpu is not None else None
         else:
             labels = _labels(entity)
             title = (
@@ -271,5 +279,6 @@ def status(
         "interval_seconds": stats.interval_seconds,
         "snapshot_age_seconds": age_seconds,
         "cards_with_problems": problems,
+        "health": node_health(snapshot.health),
         "gpus": gpus,
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 # utilization, memory, temperature, power (:mod:`.devices`)
 UTILIZATION = "gpu_utilization_ratio"
+UTILIZATION_SECONDS = "gpu_utilization_seconds_total"
 MEMORY_TOTAL = "gpu_memory_total_bytes"
 MEMORY_USED = "gpu_memory_used_bytes"
 MEMORY_FREE = "gpu_memory_free_bytes"

@@ -11,7 +11,7 @@ accounts for is the GPU's own ``gpu_unattributed_*`` series, so the parts add up
 
 from __future__ import annotations
 
-from gpu_exporter.catalogue.spec import Constant, IdleWhileAllocated, MetricSpec, Share
+from gpu_exporter.catalogue.spec import FULL, Constant, IdleWhileAllocated, MetricSpec, Share
 from gpu_exporter.catalogue.spec import counter as _counter
 from gpu_exporter.catalogue.spec import gauge as _gauge
 
@@ -53,7 +53,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_allocation_sm_seconds_total", "seconds", "SM time of this allocation's processes: their SM "
         "utilization (per-process samples) integrated over the time between reads; absent where the driver "
         "gives no per-process utilization", "allocations",
-        None, None, entities=_ALLOCATIONS, derive=Share("sm"),
+        None, None, entities=_ALLOCATIONS, derive=Share("sm"), detail=FULL,
     ),
     _gauge(
         "gpu_allocation_memory_used_bytes", "bytes", "GPU memory this allocation's processes held at the "

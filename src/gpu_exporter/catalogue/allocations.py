@@ -18,6 +18,9 @@ from gpu_exporter.catalogue.spec import gauge as _gauge
 #: Below this utilization an allocated GPU counts as idle.
 IDLE_UTILIZATION = 0.05
 _ALLOCATIONS = ("pod", "job")
+#: The labels an allocation's series may have beside its GPU's (and MIG instance's): a pod container's,
+#: a DRA claim's, a Slurm job's or an HPC job's (:func:`gpu_exporter.model.pod`, :func:`~gpu_exporter.model.job`).
+ALLOCATION_LABELS = ("namespace", "pod", "container", "claim", "claim_namespace", "slurm_job", "hpc_job")
 
 ROWS: tuple[MetricSpec, ...] = (
     _gauge(

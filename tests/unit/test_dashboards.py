@@ -51,7 +51,7 @@ LIMITS = {
     "gpu_sm_clock_hertz": "gpu_sm_clock_max_hertz",
     "gpu_nvswitch_temperature_celsius": "gpu_nvswitch_temperature_slowdown_threshold_celsius",
 }
-EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
+EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter", "gpu-usage"}
 #: Labels a process or an allocation adds after its GPU's (or MIG instance's) own (docs/metrics.md's metric table).
 ENTITY_LABELS = {
     "process": ("pid", "process", "user", "pod_uid", "slurm_job"),

@@ -115,6 +115,13 @@ def test_processes_are_matched_to_their_allocation() -> None:
     hpc = model.job(MIG, "hpc_job", "h1")
     _, alone = holdings({MIG: {}, hpc: {}, _process(5, MIG): {SM: 0.3}})
     assert alone == (Holding(hpc.uid, 0.3, None),)  # the instance's only allocation
+    pod_process = _process(6, pod_uid="0c7e2b54")
+    _, in_pod = holdings({GPU: {}, POD_A: {}, pod_process: {SM: 0.5}})
+    assert in_pod == (Holding(POD_A.uid, 0.5, None),)  # pod-resources names no UID: the GPU's one pod
+    known = model.pod(GPU, "ml", "train-0", "main", info=model.pod_info("ffff", {}))
+    for other in (JOB_A, known):  # a pod's process is no job's, nor a pod's of another UID
+        assert holdings({GPU: {}, other: {}, pod_process: {SM: 0.5}})[1] == (Holding(None, 0.5, None),)
+    assert holdings({GPU: {}, JOB_B: {}, _process(7, slurm_job="101"): {}})[1] == (Holding(None),)
 
 
 def _read(integrators: Integrators, at: float, util: float, energy: float, sm_a: float, sm_b: float) -> None:

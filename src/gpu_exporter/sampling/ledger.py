@@ -120,10 +120,10 @@ def holdings(values: Mapping[Entity, Mapping[str, float]]) -> tuple[tuple[str, .
     by_pod: dict[tuple[str, ...], str | None] = {}
     by_pod_uid: dict[str, str] = {}
     by_job: dict[str, str] = {}
-    by_holder: dict[str, list[str]] = {}
+    by_holder: dict[str, list[Entity]] = {}
     for entity in allocations:
         labels, info = dict(entity.labels), dict(entity.info)
-        by_holder.setdefault(info.get("parent", ""), []).append(entity.uid)
+        by_holder.setdefault(info.get("parent", ""), []).append(entity)
         if entity.kind == "pod":
             by_pod.setdefault(tuple(labels.get(k, "") for k in _POD), entity.uid)
             pod = tuple(labels.get(k, "") for k in _POD[:2])  # a pod's only container here, else no guess
@@ -142,7 +142,21 @@ def holdings(values: Mapping[Entity, Mapping[str, float]]) -> tuple[tuple[str, .
         )
         found = found or by_pod_uid.get(labels.get("pod_uid", "")) or by_job.get(labels.get("slurm_job", ""))
         if found is None:
-            sole = by_holder.get(dict(entity.info).get("parent", ""), [])
-            found = sole[0] if len(sole) == 1 and not labels.get("pod_uid") and not labels.get("slurm_job") else None
+            found = _sole(by_holder.get(dict(entity.info).get("parent", ""), []), labels)
         processes.append(Holding(found, own.get(PROCESS_SM_UTILIZATION), own.get(PROCESS_MEMORY_USED)))
     return tuple(entity.uid for entity in allocations), tuple(processes)
+
+
+def _sole(held: list[Entity], labels: Mapping[str, str]) -> str | None:
+    """The one allocation of a process's GPU or MIG instance, unless the process's cgroups say it is
+    someone else's: a Slurm job's process is not another allocation's, nor a pod's process a job's or
+    a pod of another known UID (a pod whose UID no source names may be its own: pod-resources names
+    pods, not their UIDs)."""
+    if len(held) != 1 or labels.get("slurm_job"):
+        return None
+    allocation = held[0]
+    if labels.get("pod_uid"):
+        own_uid = dict(allocation.info).get("pod_uid", "")
+        if allocation.kind != "pod" or (own_uid and own_uid != labels["pod_uid"]):
+            return None
+    return allocation.uid

@@ -50,7 +50,15 @@ def test_two_slurm_jobs_split_a_shared_gpu_by_their_sm_shares(fakenvml_dir: Path
     scenario = tmp_path / "host.scn"
     scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + PROCESSES)
     exporter = start(
-        fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms", "--path.procfs", str(_procfs(tmp_path / "p"))
+        fakenvml_dir,
+        scenario,
+        tmp_path,
+        "--collect-interval",
+        "200ms",
+        "--path.procfs",
+        str(_procfs(tmp_path / "p")),
+        "--metrics.detail",
+        "full",  # SM-seconds too
     )
     try:
         first = scrape_until(

@@ -122,6 +122,7 @@ def test_processes_are_matched_to_their_allocation() -> None:
     for other in (JOB_A, known):  # a pod's process is no job's, nor a pod's of another UID
         assert holdings({GPU: {}, other: {}, pod_process: {SM: 0.5}})[1] == (Holding(None, 0.5, None),)
     assert holdings({GPU: {}, JOB_B: {}, _process(7, slurm_job="101"): {}})[1] == (Holding(None),)
+    assert holdings({GPU: {}, JOB_B: {}, _process(8): {}})[1] == (Holding(None),)  # a Slurm job claims no other
 
 
 def _read(integrators: Integrators, at: float, util: float, energy: float, sm_a: float, sm_b: float) -> None:

@@ -5,8 +5,9 @@ At every read of a GPU :func:`holdings` says which allocations the read found on
 instances, and to which allocation each process belongs: a pod's process by its ``namespace``,
 ``pod`` and ``container`` labels (or its ``pod_uid``), a Slurm job's by its ``slurm_job`` label (both
 from the process's cgroups), and a process none of these name to the one allocation of its GPU or
-MIG instance where there is exactly one (an HPC job, or a device plugin whose pods' cgroups cannot be
-read). :func:`split` then divides the interval since the previous read (pure, no clock):
+MIG instance where there is exactly one that a scheduler assigned and the process's cgroups do not say
+it is someone else's (an HPC job; a pod the kubelet's pod-resources API names without its UID).
+:func:`split` then divides the interval since the previous read (pure, no clock):
 
 - **allocated time**: the interval, evenly among the GPU's allocations;
 - **busy time** (the growth of ``gpu_utilization_seconds_total``): by each process's SM activity
@@ -148,13 +149,16 @@ def holdings(values: Mapping[Entity, Mapping[str, float]]) -> tuple[tuple[str, .
 
 
 def _sole(held: list[Entity], labels: Mapping[str, str]) -> str | None:
-    """The one allocation of a process's GPU or MIG instance, unless the process's cgroups say it is
+    """The one allocation of a process's GPU or MIG instance that a scheduler assigned (a pod or an HPC
+    job; a Slurm job is known only from its own processes), unless the process's cgroups say it is
     someone else's: a Slurm job's process is not another allocation's, nor a pod's process a job's or
     a pod of another known UID (a pod whose UID no source names may be its own: pod-resources names
     pods, not their UIDs)."""
     if len(held) != 1 or labels.get("slurm_job"):
         return None
     allocation = held[0]
+    if dict(allocation.labels).get("slurm_job"):
+        return None  # known only from its own processes' cgroups: no claim on anyone else's
     if labels.get("pod_uid"):
         own_uid = dict(allocation.info).get("pod_uid", "")
         if allocation.kind != "pod" or (own_uid and own_uid != labels["pod_uid"]):

@@ -176,3 +176,8 @@ def test_a_gpu_without_processes_or_allocations_has_no_ledger_series() -> None:
         integrators.fold(GPU, {UTIL: 0.5, ENERGY: at * 100}, at)
         integrators.split({GPU: {UTIL: 0.5, ENERGY: at * 100}}, at)
     assert U_BUSY not in integrators.values(GPU) and U_ENERGY not in integrators.values(GPU)
+    _read(integrators, 2.0, 0.5, 300.0, 0.125, 0.125)  # two jobs arrive: from now on, the parts add up
+    _read(integrators, 3.0, 0.5, 400.0, 0.125, 0.125)
+    gpu, a, b = integrators.values(GPU), integrators.values(JOB_A), integrators.values(JOB_B)
+    assert gpu[U_BUSY] + a[A_BUSY] + b[A_BUSY] == pytest.approx(gpu[BUSY])  # all of it since the first read
+    assert gpu[U_ENERGY] + a[A_ENERGY] + b[A_ENERGY] == pytest.approx(400.0)

@@ -63,6 +63,7 @@ class Integrators:
         shares = [spec for spec in self._rows if isinstance(spec.derive, Share)]
         self._shares: dict[str, str] = {spec.derive.part: spec.key for spec in shares if isinstance(spec.derive, Share)}
         self._ledger: dict[str, tuple[float, float | None, float | None]] = {}  # GPU uid → (at, busy, energy)
+        self._unseen: dict[str, dict[str, float]] = {}  # GPU uid → unattributed parts before anyone used it
 
     def fold(
         self, entity: Entity, values: Mapping[str, float], at: float, samples: Mapping[str, Samples] | None = None
@@ -115,12 +116,18 @@ class Integrators:
                 self._add(uid, part, amount, at)
         for uid in allocations:
             self._set(uid, "memory", parts.memory.get(uid), at)
+        # A GPU's unattributed series begin once it has had a process or an allocation (a GPU no one
+        # uses says nothing new by them), holding all it did before then: the parts add up to its totals.
+        pending = self._unseen.setdefault(gpu.uid, {})
+        for part, amount in (("unattributed_busy", parts.unattributed_busy),
+                             ("unattributed_energy", parts.unattributed_energy)):  # fmt: skip
+            if amount is not None:
+                pending[part] = pending.get(part, 0.0) + amount
         unattributed = [self._shares.get(part) for part in ("unattributed_busy", "unattributed_energy")]
         if allocations or processes or any((gpu.uid, key) in self._state for key in unattributed):  # once seen, kept
-            if parts.unattributed_busy is not None:
-                self._add(gpu.uid, "unattributed_busy", parts.unattributed_busy, at)
-            if parts.unattributed_energy is not None:
-                self._add(gpu.uid, "unattributed_energy", parts.unattributed_energy, at)
+            for part, amount in pending.items():
+                self._add(gpu.uid, part, amount, at)
+            pending.clear()
 
     def _add(self, uid: str, part: str, amount: float, at: float) -> None:
         key = self._shares.get(part)
@@ -221,6 +228,7 @@ class Integrators:
         for key in [key for key in self._state if key[0] == uid]:
             del self._state[key]
         self._ledger.pop(uid, None)
+        self._unseen.pop(uid, None)
 
     def forget_allocations(self, before: float) -> None:
         """Forget the pods and jobs last seen before monotonic time ``before``: pods and jobs come and

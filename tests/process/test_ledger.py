@@ -1,11 +1,13 @@
 """The ledger out of process on the fake NVML: two Slurm jobs (found from their processes' cgroup
 paths) share GPU 0 at SM shares of 60 % and 20 % (the GPU 97 % busy), one job holds GPU 1 alone.
 The shared GPU's busy time goes 3:1 to the jobs, the rest unattributed, and the parts add up to the
-GPU's busy time and energy; the exclusive job gets the whole GPU. (The split itself is proven
-exactly, on a fake clock, in tests/unit/test_stage_ledger.py.)"""
+GPU's busy time and energy; the exclusive job gets the whole GPU; an HPC job that leaves is
+forgotten after the retention, not before. (The split itself is proven exactly, on a fake clock, in
+tests/unit/test_stage_ledger.py.)"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,38 @@ def test_two_slurm_jobs_split_a_shared_gpu_by_their_sm_shares(fakenvml_dir: Path
     assert _get(later, "gpu_unattributed_energy_joules_total", **GPU1) == 0
     sm = _get(later, "gpu_allocation_sm_seconds_total", **GPU1, slurm_job="303")
     assert sm == pytest.approx(0.5 * _get(later, "gpu_allocation_gpu_seconds_total", **GPU1, slurm_job="303"))
+
+
+def test_a_vanished_allocation_is_forgotten_after_the_retention(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """HPC job hpc-1 leaves GPU 0 and comes back: within the retention its counters go on where they
+    were; after it, they start again from nothing (the job's state is not kept for ever)."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    mapping = jobs / "0"
+    mapping.write_text("hpc-1\n")
+    retention = 5.0
+    exporter = start(
+        fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "200ms",
+        "--hpc-job-mapping-dir", str(jobs), "--gpu.vanished-retention", f"{retention:g}s",
+    )  # fmt: skip
+
+    def seconds(parsed: dict[str, dict[Labels, float]]) -> float | None:
+        return value(parsed, "gpu_allocation_gpu_seconds_total", **GPU0, hpc_job="hpc-1")
+
+    try:
+        held = seconds(scrape_until(exporter, lambda p: (seconds(p) or 0) > 1.0))
+        assert held is not None
+        mapping.unlink()
+        scrape_until(exporter, lambda p: seconds(p) is None)
+        mapping.write_text("hpc-1\n")  # back within the retention: the counter goes on
+        again = seconds(scrape_until(exporter, lambda p: seconds(p) is not None))
+        assert again is not None and again >= held
+        mapping.unlink()
+        scrape_until(exporter, lambda p: seconds(p) is None)
+        left = time.monotonic()
+        scrape_until(exporter, lambda p: time.monotonic() - left > retention + 1.0, timeout=retention + 5)
+        mapping.write_text("hpc-1\n")  # back after the retention: forgotten, so it starts afresh
+        fresh = seconds(scrape_until(exporter, lambda p: seconds(p) is not None))
+        assert fresh is not None and fresh < 1.0 <= again
+    finally:
+        exporter.stop()

@@ -34,6 +34,7 @@ from grafana_foundation_sdk.models.text import TextMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from content import DASHBOARDS, DashboardSpec, PanelSpec, Query, RowSpec  # the folder is not a package
+from usage import USAGE
 
 HERE = Path(__file__).resolve().parent
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -235,7 +236,7 @@ def render(spec: DashboardSpec) -> str:
 
 
 def outputs() -> dict[Path, str]:
-    return {HERE / f"{spec.file}.json": render(spec) for spec in DASHBOARDS}
+    return {HERE / f"{spec.file}.json": render(spec) for spec in (*DASHBOARDS, USAGE)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,6 +60,28 @@ def test_the_default_stays_within_the_series_budget_per_gpu(fakenvml_dir: Path, 
     assert min(full_counts.values()) > 100, full_counts  # what the full detail still says (27 Xid codes, ...)
 
 
+#: Series each allocation (pod container, Slurm or HPC job) adds to its GPU by default, and the ledger's
+#: two unattributed series of a GPU with allocations or processes (issue 39: up to 8 allocations per GPU).
+PER_ALLOCATION = 6
+UNATTRIBUTED = 2
+
+
+def test_eight_allocations_per_gpu_stay_within_the_budget(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """Eight HPC jobs on every GPU of the bench host: each adds its info, idle and ledger series and
+    nothing more, so a GPU stays within the budget plus what its allocations themselves say."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    for index in range(8):
+        (jobs / str(index)).write_text("".join(f"job-{index}-{n}\n" for n in range(8)))
+    scenario = write(tmp_path, Size(8))
+    lean, _ = _scrape(fakenvml_dir, scenario, tmp_path, "--hpc-job-mapping-dir", str(jobs))
+    series = _series(lean)
+    counts = _per_gpu(series)
+    per_job = Counter(dict(labels)["hpc_job"] for _, labels in series if "hpc_job" in dict(labels))
+    assert len(per_job) == 64 and max(per_job.values()) <= PER_ALLOCATION, per_job  # memory: where processes are known
+    assert len(counts) == 8 and max(counts.values()) <= BUDGET + UNATTRIBUTED + 8 * PER_ALLOCATION, counts
+
+
 def _row_of(name: str, labels: frozenset[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """The (family, variant) of the catalogue row a series belongs to; None for a fixed metric."""
     return next(((row, variant) for row, variant in ROWS if row == name and set(variant) <= labels), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -51,7 +52,10 @@ def test_text_view_exact(fakenvml_dir: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     host, rest = done.stdout.split("\n", 1)
     assert host.startswith("node-7  ") and host.endswith("  driver 550.54.15  CUDA 12.4  backend nvml")
-    assert rest == EXPECTED
+    usage = [line for line in rest.splitlines() if line.startswith("    = ")]
+    # what job 77 used in the one interval a one-shot look waits for: its process's memory exact, the rest timed
+    assert len(usage) == 1 and re.fullmatch(r"    = job 77: \d\.\d GPU-s, busy 0\.\d s, 0\.\d kJ, 8192 MiB", usage[0])
+    assert rest.replace(usage[0] + "\n", "") == EXPECTED
     assert "\x1b[" not in done.stdout  # not a terminal: no colours
 
 
@@ -63,6 +67,11 @@ def test_json_exact(fakenvml_dir: Path, tmp_path: Path) -> None:
     gpu3 = body["gpus"][3]
     assert (gpu3["utilization_ratio"], gpu3["memory_used_bytes"], gpu3["power_watts"]) == (1.0, 42949676032, 699.999)
     assert gpu3["clock_events"] == ["power cap", "HW thermal slowdown"]
+    [job] = body["gpus"][0]["usage"]  # the ledger after the second read: job 77 got its process's SM share
+    assert job["allocation"] == "job 77" and job["memory_used_bytes"] == 8589934592
+    assert 0 < job["busy_seconds"] < job["gpu_seconds"] and job["energy_joules"] > 0
+    assert body["gpus"][0]["unattributed"]["busy_seconds"] > 0  # the other process's cgroups name no job
+    assert body["gpus"][1]["usage"] == [] and body["gpus"][1]["unattributed"]["busy_seconds"] is None
     assert [(p["pid"], p["user"], p["memory_used_bytes"]) for p in gpu3["processes"]] == [
         (5151, "4000", 4294967296), (6161, "root", 2147483648),
     ]  # fmt: skip

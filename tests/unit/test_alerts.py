@@ -36,6 +36,7 @@ from gpu_exporter.catalogue import (
     Detail,
     detailed,
 )
+from gpu_exporter.catalogue.allocations import ALLOCATION_LABELS
 from tests.harness import REPO, served
 
 ALERTS = REPO / "alerts"
@@ -179,6 +180,8 @@ def catalogue_labels(detail: Detail = "full") -> dict[str, dict[str, set[str] | 
             labels.update(dict.fromkeys(MIG_LABELS))
         if any(spec.per_link for spec in specs):
             labels.update(dict.fromkeys((LINK_LABEL,)))
+        if any(set(spec.entities) & {"pod", "job"} for spec in specs):
+            labels.update(dict.fromkeys(ALLOCATION_LABELS))
         for spec in specs:
             for label, value in spec.variant:
                 values = labels.get(label) or set()

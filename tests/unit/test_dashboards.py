@@ -51,7 +51,7 @@ LIMITS = {
     "gpu_sm_clock_hertz": "gpu_sm_clock_max_hertz",
     "gpu_nvswitch_temperature_celsius": "gpu_nvswitch_temperature_slowdown_threshold_celsius",
 }
-EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter"}
+EXPECTED = {"gpu-fleet", "gpu-node", "gpu-workloads", "gpu-diagnostics", "gpu-exporter", "gpu-usage"}
 #: Labels a process or an allocation adds after its GPU's (or MIG instance's) own (docs/metrics.md's metric table).
 ENTITY_LABELS = {
     "process": ("pid", "process", "user", "pod_uid", "slurm_job"),
@@ -433,7 +433,11 @@ SERIES_VALUES: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] =
     ("Unowned process list", "A"): {(("pid", "4545"), ("process", "burn")): GIB}
     | ({} if POD_RESOURCES else {(("pid", "4343"), ("pod_uid", POD_UID)): 21474837504}),
 }
+#: The ledger's memory per allocation (the gpu-usage dashboard): each allocation's own processes' memory,
+#: HPC job hpc-9 by being GPU 2's only allocation, pod train-0 GPU 1's (pod-resources names no UID).
+SERIES_VALUES[("Allocations now", "D")] = {SLURM_77: 10 * GIB, HPC_9: 30 * GIB}
 if POD_RESOURCES:
+    SERIES_VALUES[("Allocations now", "D")][(("pod", "train-0"),)] = 21474837504
     SERIES_VALUES |= {
         ("GPU memory per pod", "A"): {(("namespace", "ml"), ("pod", "train-0")): 21474837504},
         ("GPUs per namespace", "A"): {(("namespace", "ml"),): 1},

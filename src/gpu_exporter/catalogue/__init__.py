@@ -58,6 +58,7 @@ from gpu_exporter.catalogue.spec import (
     Kind,
     MetricSpec,
     NvmlSource,
+    Share,
     Source,
     key_of,
     scaled,
@@ -132,6 +133,6 @@ __all__ = [
     "SWITCH_METRICS", "PRECREATED_ERROR_KINDS", "PRECREATED_INVALID",
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "Detail", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld",
-    "Integral", "Kind", "MetricSpec", "NvmlSource", "Source", "Xid", "bound", "detailed", "enabled_specs",
+    "Integral", "Kind", "MetricSpec", "NvmlSource", "Share", "Source", "Xid", "bound", "detailed", "enabled_specs",
     "enabled_switch_specs", "key_of", "scaled",
 ]  # fmt: skip

@@ -188,7 +188,36 @@ class IdleWhileAllocated:
         return f"integrated from the allocated GPU's {self.utilization} and {self.holders} at every sample"
 
 
-Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated
+@dataclass(frozen=True)
+class Share:
+    """A row of the GPU's ledger (:mod:`gpu_exporter.sampling.ledger`): on an allocation, its part of
+    the GPU's time (``allocated``), busy time (``busy``), energy (``energy``), SM time of its
+    processes (``sm``) or the memory its processes hold (``memory``, a gauge); on a GPU, the busy
+    time (``unattributed_busy``) or energy (``unattributed_energy``) no allocation accounts for."""
+
+    part: Literal["allocated", "busy", "energy", "sm", "memory", "unattributed_busy", "unattributed_energy"]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return ()
+
+    def describe(self) -> str:
+        return _SHARE_SOURCES[self.part]
+
+
+_SHARE_SOURCES = {
+    "allocated": "the time between two reads of the GPU, split evenly among its allocations",
+    "busy": "the growth of gpu_utilization_seconds_total between two reads, split by the processes' "
+    "SM activity (nvmlDeviceGetProcessUtilization)",
+    "energy": "the growth of gpu_energy_joules_total between two reads, split by busy time and allocated time",
+    "sm": "gpu_process_sm_utilization_ratio of the allocation's processes, integrated between reads",
+    "memory": "the sum of gpu_process_memory_used_bytes of the allocation's processes",
+    "unattributed_busy": "the growth of gpu_utilization_seconds_total that no allocation's part takes",
+    "unattributed_energy": "the growth of gpu_energy_joules_total that no allocation's part takes",
+}
+
+
+Derivation = Integral | IdleWhileHeld | Constant | IdleWhileAllocated | Share
 
 
 def key_of(name: str, variant: tuple[tuple[str, str], ...] = ()) -> str:

@@ -92,8 +92,10 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
         while True:
             current = sampler.snapshot
             partial = any(device.up and not device.values for device in current.devices)
-            # profiling ratios (GPM) need two reads: a one-shot look waits for the second cycle (bounded)
-            partial = partial or (profiling and current.taken_at == first_taken[0])
+            # profiling ratios (GPM) and what allocations used (the ledger) need two reads: a one-shot
+            # look waits for the second cycle (bounded)
+            held = ours.watch is None and any(e.kind in ("pod", "job") for d in current.devices for e in d.samples)
+            partial = partial or ((profiling or held) and current.taken_at == first_taken[0])
             if partial and ours.watch is None and time.monotonic() < deadline:
                 pass  # a GPU has no values yet: wait for the next cycle (bounded)
             elif current.taken_at != seen:

@@ -24,8 +24,18 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpu_exporter.catalogue import WINDOWED_FAMILIES, Constant, IdleWhileAllocated, IdleWhileHeld, Integral, MetricSpec
+from gpu_exporter.catalogue import (
+    WINDOWED_FAMILIES,
+    Constant,
+    IdleWhileAllocated,
+    IdleWhileHeld,
+    Integral,
+    MetricSpec,
+    Share,
+)
+from gpu_exporter.catalogue.keys import ENERGY, UTILIZATION_SECONDS
 from gpu_exporter.model import Entity
+from gpu_exporter.sampling.ledger import Interval, holdings, split
 
 #: The most time one driver sample stands for: a longer gap means the buffer ran dry or overflowed.
 SAMPLE_GAP_SECONDS = 1.0
@@ -50,6 +60,10 @@ class Integrators:
         self._cap = cap_seconds
         self._state: dict[tuple[str, str], _Accumulator] = {}
         self._allocations: dict[str, float] = {}  # pod or job uid → when it was last folded in
+        shares = [spec for spec in self._rows if isinstance(spec.derive, Share)]
+        self._shares: dict[str, str] = {spec.derive.part: spec.key for spec in shares if isinstance(spec.derive, Share)}
+        self._ledger: dict[str, tuple[float, float | None, float | None]] = {}  # GPU uid → (at, busy, energy)
+        self._unseen: dict[str, dict[str, float]] = {}  # GPU uid → unattributed parts before anyone used it
 
     def fold(
         self, entity: Entity, values: Mapping[str, float], at: float, samples: Mapping[str, Samples] | None = None
@@ -59,7 +73,7 @@ class Integrators:
         if entity.kind in ("pod", "job"):
             self._allocations[entity.uid] = at
         for spec in self._rows:
-            if entity.kind not in spec.entities:
+            if entity.kind not in spec.entities or isinstance(spec.derive, Share):
                 continue
             acc = self._state.setdefault((entity.uid, spec.key), _Accumulator())
             derive = spec.derive
@@ -76,6 +90,55 @@ class Integrators:
                 self._wasted(acc, derive, values.get(derive.utilization), values.get(derive.holders), at)
             elif isinstance(derive, Constant):
                 acc.total, acc.at = derive.value, at
+
+    def split(self, values: Mapping[Entity, Mapping[str, float]], at: float) -> None:
+        """Fold one GPU read (its GPU, MIG, process and allocation entities, already folded one by one)
+        into the ledger rows: each allocation's part of the interval since the GPU's previous read
+        (:func:`~gpu_exporter.sampling.ledger.split`); the first read, or one after more than the
+        stale limit, is a baseline (parts of 0)."""
+        gpu = next((entity for entity in values if entity.kind == "gpu"), None)
+        if gpu is None or not self._shares:
+            return
+        busy, energy = self.values(gpu).get(UTILIZATION_SECONDS), values[gpu].get(ENERGY)
+        previous = self._ledger.get(gpu.uid)
+        self._ledger[gpu.uid] = (at, busy, energy)
+        seconds, busy_part, energy_part = 0.0, None if busy is None else 0.0, None if energy is None else 0.0
+        if previous is not None and 0 < at - previous[0] <= self._cap:
+            seconds = at - previous[0]
+            busy_part = busy - previous[1] if busy is not None and previous[1] is not None else None
+            energy_part = energy - previous[2] if energy is not None and previous[2] is not None else None
+            if energy_part is not None and energy_part < 0:
+                energy_part = None  # the driver's counter restarted (a reload): no guess
+        allocations, processes = holdings(values)
+        parts = split(Interval(seconds, busy_part, energy_part, allocations, processes))
+        for part in ("allocated", "busy", "energy", "sm"):
+            for uid, amount in getattr(parts, part).items():
+                self._add(uid, part, amount, at)
+        for uid in allocations:
+            self._set(uid, "memory", parts.memory.get(uid), at)
+        # A GPU's unattributed series begin once it has had a process or an allocation (a GPU no one
+        # uses says nothing new by them), holding all it did before then: the parts add up to its totals.
+        pending = self._unseen.setdefault(gpu.uid, {})
+        for part, amount in (("unattributed_busy", parts.unattributed_busy),
+                             ("unattributed_energy", parts.unattributed_energy)):  # fmt: skip
+            if amount is not None:
+                pending[part] = pending.get(part, 0.0) + amount
+        unattributed = [self._shares.get(part) for part in ("unattributed_busy", "unattributed_energy")]
+        if allocations or processes or any((gpu.uid, key) in self._state for key in unattributed):  # once seen, kept
+            for part, amount in pending.items():
+                self._add(gpu.uid, part, amount, at)
+            pending.clear()
+
+    def _add(self, uid: str, part: str, amount: float, at: float) -> None:
+        key = self._shares.get(part)
+        if key is not None:
+            acc = self._state.setdefault((uid, key), _Accumulator())
+            acc.total, acc.at = (acc.total or 0.0) + amount, at
+
+    def _set(self, uid: str, part: str, value: float | None, at: float) -> None:
+        key = self._shares.get(part)
+        if key is not None:
+            self._state[(uid, key)] = _Accumulator(value, at)
 
     def _elapsed(self, acc: _Accumulator, at: float) -> float:
         assert acc.at is not None
@@ -164,6 +227,8 @@ class Integrators:
         """Forget every integrator of entity ``uid`` (it was lost)."""
         for key in [key for key in self._state if key[0] == uid]:
             del self._state[key]
+        self._ledger.pop(uid, None)
+        self._unseen.pop(uid, None)
 
     def forget_allocations(self, before: float) -> None:
         """Forget the pods and jobs last seen before monotonic time ``before``: pods and jobs come and

@@ -363,6 +363,7 @@ class Sampler:
             self._integrators.fold(entity, inputs, result.finished_at, converted.samples.get(entity))
             if entity.kind == "gpu":
                 self._windows.note(entity.uid, values, self._wall())
+        self._integrators.split(converted.values, result.finished_at)  # the allocations' parts of the GPU
         return converted
 
     def _current(self, state: RootState, now: float) -> tuple[_Values, _Values]:

@@ -3,13 +3,18 @@ manner of gpustat, with problems on an indented line below their card.
 
 ``[0] NVIDIA H100 80GB HBM3 |  71°C,  97 % | 10240 / 81559 MiB | 612 / 700 W | python3/4242(root,8192M)``
 
-With SM activity measured (the profiling collector), it follows GPU-Util: ``97 %, SM  35 %``.
+With SM activity measured (the profiling collector), it follows GPU-Util: ``97 %, SM  35 %``. Each
+allocation of the card (pod container, Slurm or HPC job) follows on a line of its own with what it used
+since the exporter started (:func:`~gpu_exporter.status.usage.line`):
+``    = job 77: 1.0 GPU-s, busy 0.6 s, 0.6 kJ, 8192 MiB``.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+from gpu_exporter.status.usage import line as usage_line
 
 MIB = 1024**2
 
@@ -69,5 +74,6 @@ def render(status: dict[str, Any], color: bool = False) -> str:
         procs = " ".join(_process(proc) for proc in card["processes"])
         line = " | ".join(fields) + (f" | {procs}" if procs else "")
         lines.append(line)
+        lines.extend(f"    = {_clean(usage_line(row))}" for row in card.get("usage", ()))
         lines.extend(paint(_RED, f"    ! {_clean(problem)}") for problem in card["problems"])
     return "\n".join(lines) + "\n"

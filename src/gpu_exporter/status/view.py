@@ -18,6 +18,7 @@ from gpu_exporter.sampling.snapshot import DeviceView, Snapshot
 from gpu_exporter.simulate.builtins import SIMULATED
 from gpu_exporter.status.activity import activity, busy_low_sm
 from gpu_exporter.status.health import gpu_health, node_health
+from gpu_exporter.status.usage import allocation_name, unattributed, usage
 
 Card = dict[str, Any]
 
@@ -96,17 +97,11 @@ def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
 
 def _allocations(device: DeviceView, parent: Entity) -> list[str]:
     """Pods and jobs allocated to ``parent``, as ``namespace/pod/container`` or ``job 77``."""
-    found = []
-    for entity in device.samples:
-        if entity.kind not in ("pod", "job") or dict(entity.info).get("parent") != parent.uid:
-            continue
-        labels = _labels(entity)
-        if entity.kind == "pod":
-            found.append(f"{labels.get('namespace', '')}/{labels.get('pod', '')}/{labels.get('container', '')}")
-        else:
-            job = labels.get("slurm_job") or labels.get("hpc_job") or ""
-            found.append(f"job {job}")
-    return found
+    return [
+        allocation_name(entity)
+        for entity in device.samples
+        if entity.kind in ("pod", "job") and dict(entity.info).get("parent") == parent.uid
+    ]
 
 
 def _has_clock_events(values: Mapping[str, float]) -> bool:
@@ -149,6 +144,9 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "row_remap_failed": _get(values, keys.ROW_REMAP_FAILED),
         "processes": _processes(device, entity),
         "allocations": _allocations(device, entity),
+        # what each allocation used since the exporter started (the ledger), and on a GPU what no one did
+        "usage": usage(device, entity),
+        "unattributed": unattributed(values) if entity.kind == "gpu" else None,
         "xid": None,
         "health": None,  # the health model's judgement of a GPU (never of a MIG instance)
         # the values the vendor does not support on this GPU (absent from /metrics, not 0), by family

@@ -8,10 +8,9 @@ checksum and validity (DCGM 83, 84)."""
 from __future__ import annotations
 
 import collections
-import time
 from pathlib import Path
 
-from tests.harness import SCENARIOS, samples, start, value
+from tests.harness import SCENARIOS, samples, start, value, wait_cycles
 
 # gpu0 reports three locations: L1 (an NVML field), shared memory and SRAM (their own call only).
 EXTRA = """\
@@ -52,10 +51,10 @@ def test_native_series_by_location_and_availability(fakenvml_dir: Path, tmp_path
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None
-        time.sleep(1.5)
+        wait_cycles(exporter, 1)  # the second cycle published: cut between cycles
         first = exporter.trace_path.read_text().splitlines()
         exporter.trace_path.write_bytes(b"")  # the fake appends: later calls land in the empty file
-        time.sleep(3.2)
+        wait_cycles(exporter, 3)
         later = exporter.trace_path.read_text().splitlines()
         parsed = samples(exporter.metrics())
     finally:
@@ -76,6 +75,7 @@ def test_native_series_by_location_and_availability(fakenvml_dir: Path, tmp_path
     calls = collections.Counter(line.partition(" ")[0] for line in first if line.endswith(" gpu0"))
     assert 1 <= calls["nvmlDeviceGetMemoryErrorCounter"] <= 32, calls
     assert calls["nvmlDeviceGetRowRemapperHistogram"] == 1, calls
+    assert sum(line == "nvmlDeviceGetMemoryInfo_v2 gpu0" for line in later) >= 3  # three cycles read
     asked_later = [line for line in later if line.startswith(("nvmlDeviceGetMemoryError", "nvmlDeviceGetRowRemapper"))]
     assert asked_later == []
 

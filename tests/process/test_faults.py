@@ -196,7 +196,7 @@ def test_absurd_values_are_dropped_and_counted(fakenvml_dir: Path, tmp_path: Pat
     scenario = four_gpus(tmp_path, "gpu1.absurd = 1\n")
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
     try:
-        first = samples(exporter.metrics())
+        first = wait_for(exporter, lambda p: value(p, "gpu_temperature_celsius", gpu="0") is not None)  # GPU 0 read
         later = wait_for(
             exporter,
             lambda p: (

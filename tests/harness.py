@@ -205,6 +205,66 @@ def scrape_until(
         time.sleep(0.1)
 
 
+#: The exporter's own clock of cycles: the Unix time of the last cycle that read a GPU.
+LAST_SAMPLE = re.compile(r"^gpu_exporter_last_sample_timestamp_seconds (\S+)$", re.MULTILINE)
+
+
+def wait_cycles(exporter: Exporter, n: int, timeout: float = 60.0) -> str:
+    """Wait until the exporter has published ``n`` more cycles that read a GPU
+    (``gpu_exporter_last_sample_timestamp_seconds`` took ``n`` new values since the call) and return that
+    exposition. Polled every 50 ms: at a 1 s interval no cycle is missed; at a faster one a missed value
+    only means waiting longer, so it is at least ``n`` cycles. The deadline only fails the test."""
+    deadline = time.monotonic() + timeout
+    text = exporter.metrics()
+    found = LAST_SAMPLE.search(text)
+    seen, changes = (found.group(1) if found else None), 0
+    while True:
+        found = LAST_SAMPLE.search(text)
+        stamp = found.group(1) if found else None
+        if stamp != seen:
+            seen, changes = stamp, changes + 1
+            if changes >= n:
+                return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{changes} of {n} cycles in {timeout}s; last scrape:\n{text}")
+        time.sleep(0.05)
+        text = exporter.metrics()
+
+
+def wait_published(exporter: Exporter, at: float, timeout: float = 60.0) -> str:
+    """Wait for a cycle that read a GPU at Unix time ``at`` or later (by the exporter's clock:
+    ``gpu_exporter_last_sample_timestamp_seconds``) and return that exposition; for a window measured in
+    the exporter's own cycles. The deadline only fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = exporter.metrics()
+        found = LAST_SAMPLE.search(text)
+        if found and float(found.group(1)) >= at:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no cycle published at {at} or later in {timeout}s; last scrape:\n{text}")
+        time.sleep(0.1)
+
+
+def wait_trace(exporter: Exporter, call: str | tuple[str, ...], count: int, timeout: float = 60.0) -> list[str]:
+    """Wait until the fake's trace holds ``count`` lines that begin with ``call`` (a symbol, or a symbol
+    and its GPU: ``"nvmlDeviceGetMemoryInfo_v2 gpu0"``; a tuple: any of them) and return the trace's
+    lines; for waits on calls, or that must not scrape ``/metrics``. The deadline only fails the test."""
+    calls = (call,) if isinstance(call, str) else call
+    assert exporter.trace_path is not None, "wait_trace needs start(..., trace=True)"
+    deadline = time.monotonic() + timeout
+    while True:
+        text = exporter.trace_path.read_text() if exporter.trace_path.exists() else ""
+        lines = text.splitlines()
+        got = sum(line.partition(" ")[0] in calls or " ".join(line.split()[:2]) in calls for line in lines)
+        if got >= count:
+            return lines
+        if time.monotonic() > deadline:
+            tail = "\n".join(lines[-20:])
+            raise AssertionError(f"{got} of {count} {call!r} calls in {timeout}s; the trace ends:\n{tail}")
+        time.sleep(0.05)
+
+
 def samples(text: str) -> dict[str, dict[Labels, float]]:
     """Parse an exposition into {sample name: {labels: value}}."""
     parsed: dict[str, dict[Labels, float]] = {}

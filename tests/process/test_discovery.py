@@ -7,13 +7,14 @@ and DCGM 69, the GPU's MIG slots while MIG is on (0 while off)."""
 from __future__ import annotations
 
 import collections
-import time
 from pathlib import Path
 
-from tests.harness import REPO, SCENARIOS, samples, start, value
+from tests.harness import REPO, SCENARIOS, samples, start, value, wait_cycles, wait_trace
 
 COUNTERS = REPO / "tests" / "fixtures" / "default-counters.csv"
 
+#: An enumeration begins with the device count (pynvml calls the _v2 where the driver has it).
+ENUMERATIONS = ("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")
 #: Identity calls a first look makes for each GPU, which must not be made again for a known one.
 IDENTITY_ONLY = (
     "nvmlDeviceGetName", "nvmlDeviceGetSerial", "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPciInfo_v3",
@@ -39,7 +40,8 @@ def test_enumerating_again_reads_only_what_can_change(fakenvml_dir: Path, tmp_pa
             looked = ("nvmlDeviceGetName", "nvmlDeviceGetP2PStatus") if name == "h100x4" else ("nvmlDeviceGetName",)
             assert all(first[symbol] for symbol in looked), sorted(first)  # the first look read them
             exporter.trace_path.write_bytes(b"")  # the fake appends: later calls land in the empty file
-            time.sleep(3.6)  # about three enumerations
+            wait_trace(exporter, ENUMERATIONS, 3)  # three enumerations began...
+            wait_cycles(exporter, 1)  # ... and the third was applied
             again = _symbols(exporter.trace_path.read_text().splitlines())
         finally:
             exporter.stop()
@@ -101,7 +103,10 @@ def test_a_value_called_unsupported_is_asked_again_only_when_the_devices_change(
         assert trace is not None
         assert asked in trace.read_text().splitlines()  # the first read asked it
         trace.write_bytes(b"")
-        time.sleep(3.6)  # about three enumerations finding the same GPUs, the row due about once a 2.5 s
+        # three enumerations finding the same GPUs, and six cycles (the row due once in five)
+        wait_trace(exporter, "nvmlDeviceGetMemoryInfo_v2 gpu3", 6)
+        wait_trace(exporter, ENUMERATIONS, 3)
+        wait_cycles(exporter, 1)  # the third applied
         again = trace.read_text().splitlines()
         counted = _symbols(again)
         assert counted["nvmlDeviceGetCount_v2"] + counted["nvmlDeviceGetCount"] >= 2  # it did enumerate
@@ -110,10 +115,7 @@ def test_a_value_called_unsupported_is_asked_again_only_when_the_devices_change(
         gpu4 = "\n".join(added).replace("5d8f6a0b1c33", "5d8f6a0b1c34").replace("1652323003473", "1652323003474")
         grown = text.replace("device_count = 4\n", "device_count = 5\n")
         scenario.write_text(grown + "\n" + gpu4.replace("00000000:78:00.0", "00000000:79:00.0") + "\n")
-        deadline = time.monotonic() + 15
-        while asked not in trace.read_text().splitlines():
-            assert time.monotonic() < deadline, "not asked again after a GPU was added"
-            time.sleep(0.2)
+        wait_trace(exporter, asked, 1, timeout=30)  # asked again after a GPU was added
         assert value(samples(exporter.metrics()), "gpu_up", gpu="4") == 1
     finally:
         exporter.stop()

@@ -8,10 +8,9 @@ checksum and validity (DCGM 83, 84)."""
 from __future__ import annotations
 
 import collections
-import time
 from pathlib import Path
 
-from tests.harness import SCENARIOS, samples, start, value
+from tests.harness import SCENARIOS, samples, scrape_until, start, value, wait_cycles
 
 # gpu0 reports three locations: L1 (an NVML field), shared memory and SRAM (their own call only).
 EXTRA = """\
@@ -52,10 +51,10 @@ def test_native_series_by_location_and_availability(fakenvml_dir: Path, tmp_path
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None
-        time.sleep(1.5)
+        wait_cycles(exporter, 1)  # the second cycle published: cut between cycles
         first = exporter.trace_path.read_text().splitlines()
         exporter.trace_path.write_bytes(b"")  # the fake appends: later calls land in the empty file
-        time.sleep(3.2)
+        wait_cycles(exporter, 3)
         later = exporter.trace_path.read_text().splitlines()
         parsed = samples(exporter.metrics())
     finally:
@@ -76,6 +75,7 @@ def test_native_series_by_location_and_availability(fakenvml_dir: Path, tmp_path
     calls = collections.Counter(line.partition(" ")[0] for line in first if line.endswith(" gpu0"))
     assert 1 <= calls["nvmlDeviceGetMemoryErrorCounter"] <= 32, calls
     assert calls["nvmlDeviceGetRowRemapperHistogram"] == 1, calls
+    assert sum(line == "nvmlDeviceGetMemoryInfo_v2 gpu0" for line in later) >= 3  # three cycles read
     asked_later = [line for line in later if line.startswith(("nvmlDeviceGetMemoryError", "nvmlDeviceGetRowRemapper"))]
     assert asked_later == []
 
@@ -84,8 +84,10 @@ def test_dcgm_exporter_names(fakenvml_dir: Path, tmp_path: Path) -> None:
     csv = tmp_path / "ecc.csv"
     csv.write_text(CSV)
     exporter = start(fakenvml_dir, _scenario(tmp_path), tmp_path, "-f", str(csv), wait_for="/readyz")
-    try:
-        parsed = samples(exporter.metrics())
+    try:  # ready: one GPU read; the values asserted: GPUs 0, 2 and 3
+        parsed = scrape_until(exporter, lambda p: all(
+            value(p, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_MAX", gpu=gpu) is not None for gpu in "023"
+        ))  # fmt: skip
     finally:
         exporter.stop()
     counter = lambda name, gpu: value(parsed, f"{name}_total", gpu=gpu)  # noqa: E731 - the parser adds _total
@@ -108,8 +110,10 @@ def test_inforom_checksum_and_validity(fakenvml_dir: Path, tmp_path: Path) -> No
     scenario = tmp_path / "inforom.scn"
     scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + "gpu1.error.nvmlDeviceValidateInforom = UNKNOWN\n")
     native = start(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", wait_for="/readyz")
-    try:
-        parsed = samples(native.metrics())
+    try:  # GPU 1's inforom validity is absent: wait for its checksum
+        parsed = scrape_until(native, lambda p: all(
+            value(p, "gpu_inforom_configuration_checksum", gpu=gpu) is not None for gpu in "0123"
+        ))  # fmt: skip
     finally:
         native.stop()
     assert value(parsed, "gpu_inforom_configuration_checksum", gpu="0") == 0x2F6B1C40
@@ -119,7 +123,9 @@ def test_inforom_checksum_and_validity(fakenvml_dir: Path, tmp_path: Path) -> No
     assert value(parsed, "gpu_inforom_valid", gpu="1") is None  # any other error: absent
     compat = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "-f", str(csv), wait_for="/readyz")
     try:
-        parsed = samples(compat.metrics())
+        parsed = scrape_until(compat, lambda p: all(
+            value(p, "DCGM_FI_DEV_INFOROM_CONFIG_VALID", gpu=gpu) is not None for gpu in "23"
+        ))  # fmt: skip
     finally:
         compat.stop()
     assert value(parsed, "DCGM_FI_DEV_INFOROM_CONFIG_CHECK", gpu="2") == 0x2F6B1C40

@@ -9,7 +9,17 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import ENERGY, SCENARIOS, Exporter, energy_in_range, samples, start, value
+from tests.harness import (
+    ENERGY,
+    SCENARIOS,
+    Exporter,
+    energy_in_range,
+    samples,
+    scrape_until,
+    start,
+    value,
+    wait_trace,
+)  # fmt: skip
 
 # Scenario key and the exact factor from the NVML unit to the base unit, per required metric.
 EXPECTED: dict[str, tuple[str, Fraction]] = {
@@ -245,9 +255,11 @@ def test_busy_time_counter_integrates_utilization(fakenvml_dir: Path, tmp_path: 
     )
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "100ms")
     try:
-        first = samples(exporter.metrics())
+        first = scrape_until(  # both GPUs read (a 100 ms cycle may publish before its first reads end)
+            exporter, lambda p: all(value(p, "gpu_utilization_seconds_total", gpu=gpu) is not None for gpu in "01")
+        )
         started = time.monotonic()
-        time.sleep(4)
+        time.sleep(4)  # the window the average is measured over, not a wait for an event
         second = samples(exporter.metrics())
         elapsed = time.monotonic() - started
     finally:
@@ -291,8 +303,10 @@ def test_near_static_values_stay_between_their_reads(fakenvml_dir: Path, tmp_pat
     """Limits and maximums are read once a minute (every 60th cycle) and served in between."""
     exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "100ms", trace=True)
     try:
-        time.sleep(1.5)  # about 15 cycles: only the first read the near-static values
-        parsed = samples(exporter.metrics())
+        wait_trace(exporter, "nvmlDeviceGetMemoryInfo_v2 gpu0", 8)  # eight reads of GPU 0, within the 60
+        near_static = (("gpu_sm_clock_max_hertz", "0"), ("gpu_temperature_slowdown_threshold_celsius", "3"),
+                       ("gpu_pcie_link_width_max", "2"))  # fmt: skip
+        parsed = scrape_until(exporter, lambda p: all(value(p, name, gpu=gpu) is not None for name, gpu in near_static))
         trace = exporter.trace_path.read_text() if exporter.trace_path else ""
     finally:
         exporter.stop()

@@ -361,7 +361,7 @@ def test_cycling_values_follow_the_time_since_first_init(pynvml_run: Pynvml) -> 
         def sample():
             return [nvml.nvmlDeviceGetUtilizationRates(h).gpu, nvml.nvmlDeviceGetTemperature(h, 0)]
         first = sample()
-        time.sleep(max(0.0, 1.25 - (time.monotonic() - t0)))
+        time.sleep(max(0.0, 1.25 - (time.monotonic() - t0)))  # to a point of the fake's timeline, not an event
         later = sample()
         nvml.nvmlShutdown()
         nvml.nvmlInit()  # re-init keeps the time base
@@ -566,7 +566,7 @@ def test_lost_after_and_recovery_when_the_key_changes(pynvml_run: Pynvml) -> Non
         h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
         temp = lambda h: nvml.nvmlDeviceGetTemperature(h, 0)
         out = [temp(h0)]
-        time.sleep(max(0.0, 0.6 - (time.monotonic() - t0)))
+        time.sleep(max(0.0, 0.6 - (time.monotonic() - t0)))  # past lost_after on the fake's timeline
         out += [err(temp, h0), err(nvml.nvmlDeviceGetUUID, h0), err(nvml.nvmlDeviceGetHandleByIndex, 0), temp(h1)]
         rewrite("gpu0.temperature.gpu = 50\\ngpu1.temperature.gpu = 51\\n")
         out.append(temp(h0))
@@ -1108,7 +1108,7 @@ def test_sample_buffers_hold_the_drivers_samples_since_a_timestamp(pynvml_run: P
         wall = time.time() * 1e6
         first = nvml.nvmlDeviceGetSamples(h0, nvml.NVML_GPU_UTILIZATION_SAMPLES, 0)[1]
         out = {"first": [len(first), first[-1].timeStamp - wall, first[0].sampleValue.uiVal]}
-        time.sleep(2.7)
+        time.sleep(2.7)  # the span of driver samples asked for next (the fake's timeline), not an event
         kind, samples = nvml.nvmlDeviceGetSamples(h0, nvml.NVML_GPU_UTILIZATION_SAMPLES, first[-1].timeStamp)
         out["kind"] = kind
         out["util"] = [(s.timeStamp - first[-1].timeStamp, s.sampleValue.uiVal) for s in samples]
@@ -1163,7 +1163,7 @@ def test_sample_ring_is_bounded_like_the_drivers(pynvml_run: Pynvml) -> None:
         """
         import time
         h = nvml.nvmlDeviceGetHandleByIndex(0)
-        time.sleep(3.0)
+        time.sleep(3.0)  # longer than the ring holds (the fake's timeline), not a wait for an event
         samples = nvml.nvmlDeviceGetSamples(h, nvml.NVML_TOTAL_POWER_SAMPLES, 0)[1]
         emit([len(samples), samples[-1].timeStamp - samples[0].timeStamp])
         """,
@@ -1184,7 +1184,7 @@ def test_energy_counter_is_the_integral_of_power(pynvml_run: Pynvml) -> None:
         import time
         h0, h1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
         a = nvml.nvmlDeviceGetTotalEnergyConsumption(h0)
-        time.sleep(2.0)
+        time.sleep(2.0)  # the interval the energy is integrated over, not a wait for an event
         b = nvml.nvmlDeviceGetTotalEnergyConsumption(h0)
         f = field(h0, nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
         emit([a, b, f, nvml.nvmlDeviceGetTotalEnergyConsumption(h1)])

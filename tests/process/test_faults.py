@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import SCENARIOS, Exporter, Labels, samples, start, value
+from tests.harness import SCENARIOS, Exporter, Labels, samples, start, value, wait_cycles
 from tests.harness import scrape_until as wait_for
 
 Parsed = dict[str, dict[Labels, float]]
@@ -68,7 +68,9 @@ def test_xid_counters_count_every_event_with_the_right_labels(fakenvml_dir: Path
     scenario = four_gpus(tmp_path, "gpu0.xid = 79@2\ngpu1.xid = 13@1.5,13@2.5\n")
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
     try:
-        before = samples(exporter.metrics())
+        before = wait_for(  # every GPU read (a 200 ms cycle may publish before its first reads end)
+            exporter, lambda p: all(value(p, "gpu_temperature_celsius", gpu=gpu) is not None for gpu in "0123")
+        )
         uuid0 = next(dict(labels)["uuid"] for labels in before["gpu_up"] if dict(labels)["gpu"] == "0")
         # The first Xid after start is an increase of the all-codes total from 0; a code's series
         # appears with its first Xid (the lean default pre-creates none).
@@ -82,8 +84,7 @@ def test_xid_counters_count_every_event_with_the_right_labels(fakenvml_dir: Path
                 and value(p, "gpu_xid_errors_total", gpu="0", xid="79") == 1
             ),
         )
-        time.sleep(1.0)
-        final = samples(exporter.metrics())
+        final = samples(wait_cycles(exporter, 5))  # five cycles later: nothing counted twice
     finally:
         exporter.stop()
     assert value(final, "gpu_xid_errors_total", gpu="0", uuid=uuid0, xid="79") == 1
@@ -104,7 +105,7 @@ def test_lost_gpu_goes_down_alone_and_comes_back(fakenvml_dir: Path, tmp_path: P
     scenario = four_gpus(tmp_path, "gpu2.lost_after = 3\n")
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
     try:
-        before = samples(exporter.metrics())
+        before = wait_for(exporter, lambda p: value(p, "gpu_power_watts", gpu="2") is not None)  # GPU 2 read
         assert value(before, "gpu_up", gpu="2") == 1 and value(before, "gpu_power_watts", gpu="2") == 98.007
         lost = wait_for(exporter, lambda p: value(p, "gpu_up", gpu="2") == 0)
         assert value(lost, "gpu_power_watts", gpu="2") is None  # GPU 2's metrics vanish...
@@ -132,23 +133,27 @@ def test_hung_gpu_does_not_stall_scrapes_or_other_gpus(fakenvml_dir: Path, tmp_p
     scenario = four_gpus(tmp_path)
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
     try:
-        assert value(samples(exporter.metrics()), "gpu_power_watts", gpu="1") == 455.12
+        first = wait_for(exporter, lambda p: value(p, "gpu_power_watts", gpu="1") is not None)  # GPU 1 read
+        assert value(first, "gpu_power_watts", gpu="1") == 455.12
         rewrite(scenario, scenario.read_text() + "gpu1.delay.nvmlDeviceGetPowerUsage = 30\n")
         # Freshness rule: 3 intervals = 0.6 s; give the fake a moment to see the new file.
         stalled = wait_for(exporter, lambda p: value(p, "gpu_exporter_device_stalled", gpu="1") == 1, timeout=10)
         gone = wait_for(exporter, lambda p: value(p, "gpu_temperature_celsius", gpu="1") is None, timeout=3)
         assert value(stalled, "gpu_up", gpu="1") == 1  # hung, not lost
         assert value(gone, "gpu_power_watts", gpu="1") is None
-        powers = set()
-        for _ in range(10):
+        powers: set[float | None] = set()
+        deadline, scrapes = time.monotonic() + 20, 0
+        while scrapes < 10 or len(powers - {None}) < 2:  # both of GPU 0's power values seen: it keeps updating
+            assert time.monotonic() < deadline, f"GPU 0 stopped updating: {powers}"
             # Each scrape answers well within the client timeout although GPU 1 is stuck for 30 s.
             response = httpx.get(exporter.url + "/metrics", timeout=2.0)
+            scrapes += 1
             assert response.status_code == 200
             parsed = samples(response.text)
             powers.add(value(parsed, "gpu_power_watts", gpu="0"))
             assert value(parsed, "gpu_temperature_celsius", gpu="3") == 83
-            time.sleep(0.15)
-        assert len(powers - {None}) == 2, f"GPU 0 stopped updating: {powers}"
+            time.sleep(0.1)  # the pace of the scrapes
+        assert powers - {None} == {100.0, 200.0}, powers
     finally:
         exporter.stop()
 
@@ -194,7 +199,7 @@ def test_absurd_values_are_dropped_and_counted(fakenvml_dir: Path, tmp_path: Pat
     scenario = four_gpus(tmp_path, "gpu1.absurd = 1\n")
     exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms")
     try:
-        first = samples(exporter.metrics())
+        first = wait_for(exporter, lambda p: value(p, "gpu_temperature_celsius", gpu="0") is not None)  # GPU 0 read
         later = wait_for(
             exporter,
             lambda p: (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import SCENARIOS
+from tests.harness import SCENARIOS, wait_cycles
 from tests.webtls import launch, open_fds, threads
 
 DURATION = float(os.environ.get("GPU_EXPORTER_LOAD_SECONDS", "60"))
@@ -43,7 +43,7 @@ def test_sixteen_scrapers_for_a_minute_with_faults_cycling(fakenvml_dir: Path, t
     try:
         for _ in range(3):
             assert exporter.get("/metrics").status_code == 200
-        time.sleep(1)
+        wait_cycles(exporter, 5)  # the read pool's threads started: the baseline
         pid = exporter.process.pid
         baseline = (open_fds(pid), threads(pid))
         errors: list[str] = []

@@ -7,13 +7,12 @@ NOT_SUPPORTED for the call is asked once, never again."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.harness import SCENARIOS, samples, start, value
+from tests.harness import SCENARIOS, samples, start, value, wait_cycles
 
 CSV = "DCGM_FI_DEV_NVLINK_PPCNT_IBPC_PORT_XMIT_WAIT, counter, NVLink port transmit wait.\n"
 NAME = "gpu_nvlink_port_transmit_wait_total"
@@ -55,7 +54,7 @@ def test_one_call_per_gpu_and_unsupported_asked_once(fakenvml_dir: Path, tmp_pat
         trace=True, wait_for="/readyz",
     )  # fmt: skip
     try:
-        time.sleep(3.5)
+        wait_cycles(exporter, 3)  # three cycles after the first, within the 10-cycle cadence
         assert exporter.trace_path is not None
         lines = exporter.trace_path.read_text().splitlines()
     finally:

@@ -1,7 +1,8 @@
 """NVML calls per GPU per interval, counted with the fake's trace (FAKE_NVML_TRACE).
 
 The exporter samples at 1 s on the 4-GPU H100 scenario (NVLink collector on); the trace is cut
-after start-up (discovery and the first, every-row cycle) and counted over the following cycles.
+after start-up (discovery and the first, every-row cycle), right after a cycle is published, and
+counted over the following cycles (each seen published: wait_cycles).
 One ``nvmlDeviceGetMemoryInfo_v2`` per GPU per cycle marks the cycles (utilisation now comes from the
 driver's sample buffer). A regression in batching
 (a value read with its own call where NVML offers it as a field) fails here.
@@ -10,10 +11,9 @@ driver's sample buffer). A regression in batching
 from __future__ import annotations
 
 import collections
-import time
 from pathlib import Path
 
-from tests.harness import REPO, SCENARIOS, start
+from tests.harness import REPO, SCENARIOS, start, wait_cycles
 
 #: Per GPU per steady 1 s interval, one process per GPU. Before batching (one call per value, link
 #: and selector; pynvml's two-call process lists) gpu0, with 2 NVLinks, made 48.5; after, 17.4; 18.4 with
@@ -51,9 +51,9 @@ def test_calls_per_gpu_per_interval(fakenvml_dir: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None
-        time.sleep(1.5)
+        wait_cycles(exporter, 1)  # the second cycle published: cut between cycles
         exporter.trace_path.write_bytes(b"")  # the fake appends (O_APPEND): later calls land in the empty file
-        time.sleep(4.2)
+        wait_cycles(exporter, 4)  # and read right after the fourth cycle since
         lines = exporter.trace_path.read_text().splitlines()
     finally:
         exporter.stop()
@@ -88,9 +88,9 @@ def test_unknown_field_falls_back_and_unsupported_spoils_nothing(fakenvml_dir: P
     )  # fmt: skip
     try:
         assert exporter.trace_path is not None
-        time.sleep(1.5)
+        wait_cycles(exporter, 1)
         exporter.trace_path.write_bytes(b"")
-        time.sleep(3.2)
+        wait_cycles(exporter, 3)
         lines = exporter.trace_path.read_text().splitlines()
         text = exporter.metrics()
     finally:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.harness import samples, start, value
+from tests.harness import samples, start, value, wait_cycles, wait_published
 from tests.unit.test_nvml_samples import SCENARIO, WINDOW, _scrape, _start
 
 
@@ -15,9 +14,9 @@ from tests.unit.test_nvml_samples import SCENARIO, WINDOW, _scrape, _start
 def test_sub_second_dips_are_counted_from_the_drivers_samples(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
     exporter = _start(backend, fakenvml_dir, tmp_path)
     try:
-        time.sleep(2.5)
+        wait_cycles(exporter, 2)  # two reads after the first: the buffers' values are all there
         first_at, first = _scrape(exporter)
-        time.sleep(WINDOW)
+        wait_published(exporter, first_at + WINDOW, timeout=WINDOW + 30)  # the window, in the exporter's cycles
         last_at, last = _scrape(exporter)
         log = exporter.log()
     finally:
@@ -84,11 +83,8 @@ def test_at_the_default_pace_every_driver_sample_is_still_counted(fakenvml_dir: 
         assert value(parsed, "gpu_exporter_collect_interval_seconds") == 5.0
         assert "sampling every 5s" in exporter.log()
         first_at, first = _scrape(exporter)
-        for _ in range(30):  # two more reads: they come every 5 s
-            time.sleep(1.0)
-            last_at, last = _scrape(exporter)
-            if last_at - first_at >= 10.0:
-                break
+        wait_published(exporter, first_at + 10.0)  # two more reads: they come every 5 s
+        last_at, last = _scrape(exporter)
     finally:
         exporter.stop()
     elapsed = last_at - first_at

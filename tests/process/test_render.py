@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import SCENARIOS, start
+from tests.harness import SCENARIOS, start, wait_trace
 from tests.unit.test_render import PROMETHEUS, _encodings
 
 
@@ -18,9 +18,10 @@ def test_nothing_is_encoded_without_a_scrape_and_once_per_format_under_concurren
     fakenvml_dir: Path, tmp_path: Path
 ) -> None:
     exporter = start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, "--collect-interval", "0.5s",
-                     "--log.level", "debug", wait_for="/readyz")  # fmt: skip
+                     "--log.level", "debug", trace=True, wait_for="/readyz")  # fmt: skip
     try:
-        time.sleep(2.0)  # four cycles, no scrape of /metrics
+        # four cycles after the first, seen in the fake's trace: no scrape of /metrics
+        wait_trace(exporter, "nvmlDeviceGetMemoryInfo_v2 gpu3", 5)
         assert _encodings(exporter) == []  # the status page's history reads the snapshot, not its text
     finally:
         exporter.stop()

@@ -88,9 +88,9 @@ def test_signals_while_starting(fakenvml_dir: Path, tmp_path: Path, delay: float
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
     assert process.stdout is not None
     first = process.stdout.readline()
-    time.sleep(delay)
+    time.sleep(delay)  # the point in start-up the signals arrive at (the parameter), not a wait for an event
     process.send_signal(signal.SIGHUP)
-    time.sleep(0.2)
+    time.sleep(0.2)  # time to act on the SIGHUP, were it not ignored: no event shows that it was
     assert process.poll() is None, first
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=30)

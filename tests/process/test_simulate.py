@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, SCENARIOS, Exporter, samples, scrape_until, stable, start, value
+from tests.harness import REPO, SCENARIOS, Exporter, samples, scrape_until, stable, start, value, wait_cycles
 
 NO_FAKE = {"LD_LIBRARY_PATH": ""}
 COUNTERS = str(REPO / "tests" / "fixtures" / "default-counters.csv")
@@ -35,9 +35,14 @@ def _gpus(parsed: dict[str, dict[frozenset[tuple[str, str]], float]], metric: st
 def test_default_is_eight_busy_h100s_marked_simulated(tmp_path: Path) -> None:
     exporter = start(None, None, tmp_path, "--simulate", env=NO_FAKE)  # the flag alone: default
     try:
-        first = samples(exporter.metrics())
-        time.sleep(2.5)
-        second = samples(exporter.metrics())
+        first = scrape_until(  # every GPU's first read, GPU 2's processes included
+            exporter,
+            lambda p: len(_gpus(p, "gpu_utilization_ratio")) == 8 and "2" in _gpus(p, "gpu_processes"),
+        )
+        # The load moves: GPU 5 seesaws every second (92, 4, 88, 3, 95, 6 %). The check is this wait: a
+        # value that never changes fails it at the deadline.
+        was = _gpus(first, "gpu_utilization_ratio")["5"]
+        scrape_until(exporter, lambda p: _gpus(p, "gpu_utilization_ratio").get("5") not in (None, was))
         page = exporter.get("/").text
         api = exporter.get("/api/v1/status").json()
     finally:
@@ -45,8 +50,6 @@ def test_default_is_eight_busy_h100s_marked_simulated(tmp_path: Path) -> None:
     assert _gpus(first, "gpu_up") == {str(i): 1.0 for i in range(8)}
     [(labels, _)] = first["gpu_exporter_backend_info"].items()
     assert dict(labels)["reason"].startswith("simulated: --simulate default; no GPU is read")
-    # the load moves: GPU 5 seesaws every second (92, 4, 88, 3, 95, 6 %), so reads 1.5 s or more apart differ
-    assert _gpus(first, "gpu_utilization_ratio")["5"] != _gpus(second, "gpu_utilization_ratio")["5"]
     # GPU 3 is hot and throttled (power cap and HW thermal slowdown)
     assert value(first, "gpu_temperature_celsius", gpu="3") >= 86  # type: ignore[operator]
     assert value(first, "gpu_clock_event_active", gpu="3", reason="power_cap") == 1
@@ -86,14 +89,14 @@ print(e.eventData, n.nvmlDeviceGetIndex(e.device))
 def test_mig_and_old_gpu_builtins(tmp_path: Path) -> None:
     exporter = simulate(tmp_path, "mig")
     try:
-        mig = samples(exporter.metrics())
+        mig = scrape_until(exporter, lambda p: "gpu_mig_info" in p and "gpu_processes" in p)  # first reads
     finally:
         exporter.stop()
     assert {dict(labels)["profile"] for labels in mig["gpu_mig_info"]} == {"3g.20gb", "2g.10gb", "1g.5gb"}
     assert {dict(labels)["gpu_instance"] for labels in mig["gpu_processes"]} == {"1", "5"}
     exporter = simulate(tmp_path, "old-gpu")
     try:
-        old = samples(exporter.metrics())
+        old = scrape_until(exporter, lambda p: "gpu_info" in p and "gpu_up" in p)
     finally:
         exporter.stop()
     assert _gpus(old, "gpu_up") == {"0": 1.0}
@@ -129,7 +132,8 @@ def test_scenario_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
     scenario.write_text("gpu0.name = Simulated GPU\ngpu0.temperature.gpu = 40\n")
     exporter = simulate(tmp_path, str(scenario), "--collect-interval", "200ms")
     try:
-        assert value(samples(exporter.metrics()), "gpu_temperature_celsius", gpu="0") == 40
+        first = scrape_until(exporter, lambda p: value(p, "gpu_temperature_celsius", gpu="0") is not None)
+        assert value(first, "gpu_temperature_celsius", gpu="0") == 40
         (tmp_path / "next.scn").write_text("gpu0.name = Simulated GPU\ngpu0.temperature.gpu = 77\n")
         os.replace(tmp_path / "next.scn", scenario)
         deadline = time.monotonic() + 10
@@ -151,11 +155,7 @@ def test_start_up_log_has_at_most_one_short_unsupported_line_per_gpu(tmp_path: P
         while exporter.log().count("not supported here") < 8:  # the event: every GPU's first read
             assert time.monotonic() < deadline, exporter.log()
             time.sleep(0.1)
-        stamps: set[float | None] = set()
-        while len(stamps) < 4:  # three more cycles
-            stamps.add(value(samples(exporter.metrics()), "gpu_exporter_last_sample_timestamp_seconds"))
-            assert time.monotonic() < deadline + 10
-            time.sleep(0.05)
+        wait_cycles(exporter, 3)  # three more cycles
         status = exporter.get("/api/v1/status").json()
     finally:
         exporter.stop()

@@ -6,13 +6,12 @@ error remembered: NOT_SUPPORTED is not asked again); asked on a slow cadence (ev
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from gpu_exporter.compat.counters import defaults
-from tests.harness import SCENARIOS, Exporter, samples, start, value
+from tests.harness import SCENARIOS, Exporter, samples, start, value, wait_cycles
 
 #: h100x4's GPUs are bare metal (no vgpu_license keys); here gpu0 holds a licence, gpu1 is a vGPU guest
 #: without one (a licensed RTX feature listed first), gpu2's driver lists only an RTX feature and gpu3's
@@ -73,12 +72,12 @@ def test_asked_on_a_slow_cadence_and_never_again_when_unsupported(fakenvml_dir: 
         wait_for="/readyz",
     )  # fmt: skip
     try:
-        time.sleep(3.5)
+        wait_cycles(exporter, 3)  # three cycles after the first, well within the 60-cycle cadence
         assert exporter.trace_path is not None
         lines = exporter.trace_path.read_text().splitlines()
         parsed = samples(exporter.metrics())
     finally:
         exporter.stop()
     calls = [line for line in lines if "nvmlDeviceGetGridLicensableFeatures_v4" in line]
-    assert len(calls) == 4, calls  # every 60 cycles: once per GPU (gpu1's NOT_SUPPORTED included) in 3 s
+    assert len(calls) == 4, calls  # every 60 cycles: once per GPU (gpu1's NOT_SUPPORTED included) in 4 cycles
     assert value(parsed, "gpu_vgpu_licensed", gpu="1") is None and value(parsed, "gpu_vgpu_licensed", gpu="0") == 0

@@ -91,7 +91,8 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
         changed.write_text(host_a.read_text() + EVENTS)
         os.replace(changed, host_a)
         _wait(port, 'gpu_xid_errors_total{gpu="3", xid="48"} == 1', log_path)
-        time.sleep(2)  # two more scrapes, so every rate window holds two samples
+        # two more scrapes of the newest series (the Xids'), so every rate window holds two samples
+        _wait(port, 'min(count_over_time(gpu_xid_errors_total{gpu="3"}[1m])) >= 3', log_path)
 
         variables: dict[str, str] = {}
         for path in FILES:

@@ -92,7 +92,7 @@ class Kubelet:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # the name http.server calls
                 kubelet.requests.append((self.path, self.headers.get("Authorization", "")))
-                time.sleep(kubelet.delay)
+                time.sleep(kubelet.delay)  # the fake kubelet's deliberate slowness, not a wait for an event
                 if self.headers.get("Authorization") != f"Bearer {kubelet.token}":
                     self.send_response(401)
                     self.send_header("Content-Length", "12")
@@ -109,7 +109,7 @@ class Kubelet:
                     if kubelet.trickle:
                         for index in range(len(kubelet.body)):
                             self.wfile.write(kubelet.body[index : index + 1])
-                            time.sleep(kubelet.trickle)
+                            time.sleep(kubelet.trickle)  # a body trickled out on purpose
                     else:
                         self.wfile.write(kubelet.body)
                 except OSError:  # the client gave up

@@ -172,7 +172,7 @@ def test_kubelet_that_disappears_is_kept_for_max_age_then_dropped_and_found_agai
     assert (back.allocations, back.kept, back.error) == (expected, False, "")
     assert back.fetched_at > answered
     assert dict(back.failures) == failures  # counts stay
-    time.sleep(3 * REFRESH)  # answering on: no more lines
+    wait_for(lambda: pods.current().calls >= back.calls + 3)  # three more refreshes answered: no more lines
     lines = [r.getMessage() for r in caplog.records]
     sock = kubelet.socket_path
     assert lines[0] == f"pod-resources: the kubelet answers on {sock} (1 GPU allocations)"

@@ -301,8 +301,8 @@ OPTIONS: tuple[Option, ...] = (
            "BOOL",
            switch=True),
     Option("--web.max-connections", "max_connections", ("web", "max-connections"), _integer(8, 65536),
-           "Most open HTTP connections, further capped below the file limit; at the cap the longest-idle "
-           "connection is closed (default 512).", "N"),
+           "Most open HTTP connections, further capped below the file limit; one source address holds at "
+           "most a quarter of them, and at the cap the address holding the most gives way (default 512).", "N"),
     Option("--web.read-header-timeout", "header_timeout", ("web", "read-header-timeout"), _timeout(0.5, 300.0),
            "Time a new connection has to complete its TLS handshake and request headers (default 10s).",
            "DURATION"),

@@ -34,8 +34,10 @@ PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which N
 
 
 class _Connection:
-    def __init__(self, writer: asyncio.StreamWriter | None, now: float) -> None:
+    def __init__(self, writer: asyncio.StreamWriter | None, now: float, source: str = "?") -> None:
         self.writer = writer
+        self.source = source  # the address it is counted against (gpu_exporter.http.admission)
+        self.accepted = now
         self.idle_since: float | None = now
         self.closed = False
         self.served = False  # answered a request already: at the cap, such idle connections go first

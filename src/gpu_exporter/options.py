@@ -51,7 +51,7 @@ def _interval_or_off(value: str) -> float:
 
 def _integer(low: int, high: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
-        if not value.strip().isdigit() or not low <= int(value) <= high:
+        if not (value.strip().isascii() and value.strip().isdigit()) or not low <= int(value) <= high:
             raise ValueError(f"a whole number from {low} to {high}")
         return int(value)
 
@@ -66,7 +66,7 @@ def _file_name(value: str) -> str:
 
 def _listen_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError("HOST:PORT or :PORT with a port from 1 to 65535, e.g. :9400 or 127.0.0.1:9400")
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         raise ValueError("an IPv6 host in brackets, e.g. [::1]:9400")

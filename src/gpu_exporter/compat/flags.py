@@ -89,7 +89,7 @@ def parse_devices(value: str) -> Devices:
 
 
 def _window(value: str) -> int:
-    if not value.strip().isdigit() or not 1 <= int(value) <= MAX_WINDOW_MS:
+    if not (value.strip().isascii() and value.strip().isdigit()) or not 1 <= int(value) <= MAX_WINDOW_MS:
         raise ValueError(f"a number of milliseconds from 1 to {MAX_WINDOW_MS} (gpu-exporter keeps one hour)")
     return int(value)
 

@@ -152,8 +152,11 @@ class Exchange:
                 names = {name.lower() for name, _ in event.headers}
                 if b"transfer-encoding" in names and b"content-length" in names:  # RFC 9112 6.3: a smuggling shape
                     raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", error_status_hint=400)
-                if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
-                    raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
+                # The whole head, request line included, however its bytes arrived (h11 bounds only a head
+                # still incomplete after a read, so one that comes whole in one read is measured here).
+                line = len(event.method) + len(event.target) + len(event.http_version) + 8
+                if line + sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
+                    raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > MAX_BODY_BYTES:

@@ -19,9 +19,9 @@ MAX_MIG = 8
 MAX_PROCS = 64
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvml.h 13.x
 
-_INDEXED = re.compile(r"^(?:mig|process|nvlink)\.(\d+)\.(.*)$")
-_GPU = re.compile(r"^gpu(\d+)\.(.*)$")
-_FLOAT = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_INDEXED = re.compile(r"^(?:mig|process|nvlink)\.([0-9]+)\.(.*)$")
+_GPU = re.compile(r"^gpu([0-9]+)\.(.*)$")
+_FLOAT = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 _HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 
 
@@ -122,7 +122,7 @@ def parse_uint(text: str) -> int | None:
         return int(text, 16)
     if text.startswith("-"):
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         value = int(text)
         return value if value < 2**64 else None
     number = parse_float(text)

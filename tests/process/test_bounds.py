@@ -1,12 +1,14 @@
 """The last unbounded inputs of issue 40, each against the real exporter: a request head that arrives
-whole in one read, and passwd and /proc files with digits that are not ASCII."""
+whole in one read, passwd and /proc files with digits that are not ASCII, a --simulate scenario
+rewritten huge."""
 
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
-from tests.harness import samples, value
+from tests.harness import SCENARIOS, samples, start, value
 from tests.test_processes import _run
 from tests.webtls import launch
 
@@ -41,3 +43,22 @@ def test_a_passwd_line_with_a_unicode_digit_harms_no_other_line(fakenvml_dir: Pa
     parsed = samples(_run(fakenvml_dir, tmp_path, "--path.passwd", str(passwd)))
     assert value(parsed, "gpu_processes", gpu="0", pid="4242", process="python3", user="root") == 1
     assert value(parsed, "gpu_processes", gpu="0", pid="4444", user="ops") == 1
+
+
+def test_a_scenario_rewritten_huge_is_not_read_again(tmp_path: Path) -> None:
+    """--simulate FILE is read again when it changes, bounded as at start (1 MiB): an 8 MiB rewrite is
+    refused with one warning and the previous scenario stays in force."""
+    scenario = tmp_path / "host.scn"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text())
+    exporter = start(None, None, tmp_path, "--simulate", str(scenario), "--collect-interval", "200ms")
+    try:
+        assert "gpu_power_watts{" in exporter.metrics()
+        scenario.write_text("# padding\n" * 800_000 + (SCENARIOS / "h100x4.scn").read_text())
+        deadline = time.monotonic() + 30
+        while "cannot re-read" not in exporter.log():
+            assert time.monotonic() < deadline, exporter.log()[-2000:]
+            time.sleep(0.1)
+        assert "larger than 1 MiB); keeping the previous one" in exporter.log()
+        assert "gpu_power_watts{" in exporter.metrics()
+    finally:
+        exporter.stop()

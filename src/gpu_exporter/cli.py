@@ -31,7 +31,7 @@ from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, ConfigError, 
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.http.server import BindError, Server, listen
 from gpu_exporter.http.webconfig import WebConfigError, WebConfigSource
-from gpu_exporter.logs import flush_repeats, setup
+from gpu_exporter.logs import LIMITED, flush_repeats, setup
 from gpu_exporter.options import OPTIONS
 
 USAGE_ERROR = 2
@@ -177,7 +177,7 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
         restart = [flags.get(name, name) for name in changed if name not in LIVE]
         if restart:
             log.warning("changed settings that need a restart to apply: %s", ", ".join(restart))
-        log.info("reload done")
+        log.info("reload done", extra=LIMITED)
 
     return reload
 

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from gpu_exporter.attribution.bounded import body, decoded, lines
 from gpu_exporter.attribution.refresh import Failure, Refresher, SourceState
+from gpu_exporter.logs import LIMITED
 
 S = TypeVar("S", bound=SourceState)
 A = TypeVar("A")
@@ -357,7 +358,7 @@ class Watched(Refresher[S, A]):
             self._watch_failed("error", f"{type(exc).__name__}: {exc}")
             return False
         if self._watch_logged:
-            self._log.info("%s: watching %s again", self._source, self._stream.url)
+            self._log.info("%s: watching %s again", self._source, self._stream.url, extra=LIMITED)
             self._watch_logged = ""
         return True
 

@@ -45,7 +45,7 @@ from gpu_exporter.http.exchange import (
 )
 from gpu_exporter.http.lifespan import Lifespan
 from gpu_exporter.http.webconfig import WebConfigSource
-from gpu_exporter.logs import flush_repeats
+from gpu_exporter.logs import LIMITED, flush_repeats
 
 # The logger keeps its name from before the package layout: log lines print it and users filter on it.
 log = logging.getLogger("gpu_exporter.server")
@@ -66,6 +66,8 @@ ACCEPT_BATCH = 64
 #: The kernel's queue of connections not yet accepted (capped by net.core.somaxconn). Deep, so a burst
 #: of reconnects is queued rather than dropped: a dropped SYN costs a fresh scrape a second or more.
 BACKLOG = 4096
+#: Seconds between two reloads by SIGHUP, or two stack dumps by SIGUSR1/SIGQUIT, however many come.
+SIGNAL_EVERY = 1.0
 #: Seconds between looks for aggregated log lines to report, when no web config file is watched.
 FLUSH_SECONDS = 5.0
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -130,6 +132,8 @@ class Server(Exchange):
         self.admission = Admission()
         self.refused: dict[str, int] = {}  # address → connections refused since the last report
         self.refused_reported = -ACCEPT_LOG_EVERY
+        self.reloaded_at = self.dumped_at = -SIGNAL_EVERY
+        self.hangups = 0  # SIGHUPs waiting to be taken together
         self.cap = connection_cap(settings.max_connections)
         self.state: dict[str, Any] = {}
         self.signal_name = ""
@@ -193,14 +197,35 @@ class Server(Exchange):
         self._stop(signum)
 
     def _dump(self, signum: int) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self.dumped_at < SIGNAL_EVERY:  # a stack dump is long: a flood of signals must not repeat it
+            log.info("received %s again within %gs: stacks not dumped again", signal.Signals(signum).name,
+                     SIGNAL_EVERY, extra=LIMITED)  # fmt: skip
+            return
+        self.dumped_at = now
         log.info("received %s: stacks of every thread follow on standard error", signal.Signals(signum).name)
         faulthandler.dump_traceback(all_threads=True)
 
     def _ignore(self, signum: int) -> None:
-        log.info("received %s: ignored (SIGHUP reloads, SIGTERM stops)", signal.Signals(signum).name)
+        log.info("received %s: ignored (SIGHUP reloads, SIGTERM stops)", signal.Signals(signum).name, extra=LIMITED)
 
     def _hangup(self, _signum: int) -> None:
-        log.info("received SIGHUP: reloading the config and web config files")
+        """Reload now, or, within :data:`SIGNAL_EVERY` of the last reload, once that much time has
+        passed: a flood of SIGHUPs costs a reload a second, not one each."""
+        loop = asyncio.get_running_loop()
+        wait = self.reloaded_at + SIGNAL_EVERY - loop.time()
+        if wait > 0:
+            self.hangups += 1
+            if self.hangups == 1:
+                loop.call_later(wait, self._reload)
+            return
+        self._reload()
+
+    def _reload(self) -> None:
+        more, self.hangups = self.hangups, 0
+        self.reloaded_at = asyncio.get_running_loop().time()
+        also = f" ({more} more SIGHUP(s) taken together)" if more > 1 else ""
+        log.info("received SIGHUP: reloading the config and web config files%s", also, extra=LIMITED)
         if self.reload_hook is not None:
             self.reload_hook()
         else:

@@ -8,10 +8,11 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from tests.harness import SCENARIOS
+from tests.harness import SCENARIOS, value
 from tests.kubeapi_server import NODE, KubeApi, api_pod
 from tests.podresources_server import FakeKubelet
-from tests.test_dra import _start, api, certs, kubelet
+from tests.test_dra import COUNTERS, UID_TRAIN, _start, api, certs, dra_pod, kubelet
+from tests.test_faults import wait_for
 from tests.test_kubeapi_hostile import _chunk, _failures, _stream_head, _until
 
 __all__ = ["api", "certs", "kubelet"]  # fixtures shared with tests/test_dra.py
@@ -80,4 +81,26 @@ def test_a_watch_cut_by_our_deadline_mid_event_is_no_error(
         assert _failures(exporter, "malformed") == 0
     finally:
         stop.set()
+        exporter.stop()
+
+
+def test_a_pods_labels_copied_per_gpu_are_bounded(
+    fakenvml_dir: Path, tmp_path: Path, kubelet: FakeKubelet, api: KubeApi
+) -> None:
+    """A tenant's pod with 3,000 labels, in dcgm-exporter mode with --kubernetes-enable-pod-labels:
+    its GPU's series carry 32 of them, not 3,000 each (which took /metrics from 31 KB to 9.3 MB), and
+    a warning counts the rest."""
+    many = {f"tenant.example/key-{n:04d}": f"value-{n}" for n in range(3000)}
+    api.pods = [api_pod("ml", "trainer-0", UID_TRAIN, {}, labels=many)]
+    kubelet.set_pods(dra_pod("ml", "trainer-0", "main", "trainer-0-gpu", "gpu-1"))
+    exporter = _start(fakenvml_dir, SCENARIOS / "h100x4.scn", tmp_path, kubelet, api, "-f", COUNTERS,
+                      "--kubernetes-enable-pod-labels")  # fmt: skip
+    try:
+        parsed = wait_for(exporter, lambda p: value(p, "DCGM_FI_DEV_GPU_TEMP", pod="trainer-0") is not None)
+        mine = next(dict(labels) for labels in parsed["DCGM_FI_DEV_GPU_TEMP"] if dict(labels).get("pod") == "trainer-0")
+        copied = [name for name in mine if name.startswith("tenant_example_key_")]
+        assert len(copied) == 32, len(copied)
+        assert len(exporter.metrics()) < 400_000
+        assert "2968 Kubernetes label(s) beyond the first 32 or 4096 bytes not copied" in exporter.log()
+    finally:
         exporter.stop()

@@ -30,6 +30,10 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT = 30.0  # seconds for a whole response
 WRITE_SLICE = 64 * 1024
+#: The slice on a TLS connection: asyncio encrypts a whole slice into the transport's buffer at once
+#: (a copy), beside the connection's 32 KiB read buffer; with 16 KiB (a TLS record) a client that
+#: does not read holds about 64 KiB in all, as for plain HTTP.
+TLS_WRITE_SLICE = 16 * 1024
 PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which NVIDIA's chart probes
 
 
@@ -312,13 +316,14 @@ async def _write_shared(writer: asyncio.StreamWriter, parts: list[Any], deadline
     never its own copy of the response (the body is the snapshot's bytes, shared by every client).
     Parts that fit in one slice together go out as one write (one TLS record, one send): a small
     response costs one copy of at most a slice instead of a write and a drain per part."""
-    if 0 < sum(len(part) for part in parts) <= WRITE_SLICE:
+    size = TLS_WRITE_SLICE if writer.get_extra_info("ssl_object") is not None else WRITE_SLICE
+    if 0 < sum(len(part) for part in parts) <= size:
         parts = [b"".join(parts)]
     transport = writer.transport
     for part in parts:
         view = memoryview(part)
-        for start in range(0, len(view), WRITE_SLICE):
-            writer.write(view[start : start + WRITE_SLICE])
+        for start in range(0, len(view), size):
+            writer.write(view[start : start + size])
             # Where the kernel took the whole slice (a client that reads), there is nothing to wait for:
             # the drain and its timeout were a third of a large scrape's time on loopback.
             if transport.get_write_buffer_size() or transport.is_closing():

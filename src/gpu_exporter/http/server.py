@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import faulthandler
+import gc
 import logging
 import os
 import resource
@@ -68,6 +70,9 @@ ACCEPT_BATCH = 64
 BACKLOG = 4096
 #: Seconds between two reloads by SIGHUP, or two stack dumps by SIGUSR1/SIGQUIT, however many come.
 SIGNAL_EVERY = 1.0
+#: Connections closed before the C heap's free memory is given back (see :func:`_trim`), at the next
+#: housekeeping (every second with a web config file, else every few seconds).
+TRIM_AFTER = 32
 #: Seconds between looks for aggregated log lines to report, when no web config file is watched.
 FLUSH_SECONDS = 5.0
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -134,6 +139,7 @@ class Server(Exchange):
         self.refused_reported = -ACCEPT_LOG_EVERY
         self.reloaded_at = self.dumped_at = -SIGNAL_EVERY
         self.hangups = 0  # SIGHUPs waiting to be taken together
+        self.closed_since_trim = 0
         self.cap = connection_cap(settings.max_connections)
         self.state: dict[str, Any] = {}
         self.signal_name = ""
@@ -240,6 +246,9 @@ class Server(Exchange):
             self.web.current()
             flush_repeats()
             self._report_refused(asyncio.get_running_loop().time())
+            if self.closed_since_trim >= TRIM_AFTER:
+                self.closed_since_trim = 0
+                _trim()
 
     # -- accepting -----------------------------------------------------------------------------
 
@@ -319,6 +328,8 @@ class Server(Exchange):
         self._discard(victim)
 
     def _discard(self, connection: _Connection) -> None:
+        if connection in self.connections:
+            self.closed_since_trim += 1
         self.connections.discard(connection)
         self.admission.discard(connection)
 
@@ -365,6 +376,25 @@ class Server(Exchange):
             else:
                 client.close()
             self._discard(connection)
+
+
+def _trim() -> None:
+    """Give the C heap's free memory back to the operating system (glibc's malloc_trim): what closed
+    connections held (TLS buffers above all, ~150 KiB each) is freed but stays in the process's heap,
+    fragmented, until trimmed. Without glibc (musl), nothing to do."""
+    global _LIBC
+    gc.collect()  # closed connections' asyncio objects refer to each other: only a collection frees them
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 def _forget(err: BaseException) -> None:

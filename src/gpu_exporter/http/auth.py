@@ -2,9 +2,10 @@
 starve anybody.
 
 bcrypt is slow by design (cost 10: ~60 ms of a core), so the work is bounded and shared fairly:
-at most :data:`RUNNING` checks at a time, off the event loop; at most :data:`PENDING` waiting or
-running in all and one per client address (a client that already has one waiting is told to retry,
-``503``); a check that cannot start within :data:`WAIT` seconds gives up the same way. Checks take
+at most :data:`RUNNING` checks at a time (one on a machine of 2 CPUs or fewer), off the event
+loop; at most :data:`PENDING` waiting or running in all and one per client address (a client that
+already has one waiting is told to retry, ``503``, after :data:`BUSY_DELAY`); a check that cannot
+start within :data:`WAIT` seconds gives up the same way. Checks take
 turns by suspicion: whether their address, and whether their user name, had a wrong password
 (remembered until a login of that address or user succeeds). The least suspect go first; checks
 suspect on both counts hold at most :data:`PENDING` less :data:`RESERVED` waiting places; a new
@@ -29,7 +30,12 @@ import os
 from collections import OrderedDict
 from collections.abc import Mapping
 
-RUNNING = 2
+#: bcrypt checks at a time: 2, or 1 where the process may use at most 2 CPUs (bcrypt is all CPU:
+#: two checks would take both, and the event loop that answers scrapes would wait for them).
+RUNNING = 2 if len(os.sched_getaffinity(0)) > 2 else 1
+#: Seconds a "busy" (503) answer waits before it goes out: a client that retries at once is held to
+#: about one retry a second per connection instead of looping on the event loop.
+BUSY_DELAY = 1.0
 PENDING = 32
 #: Waiting places kept for addresses with no wrong password on record.
 RESERVED = 4

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import h11
 
 from gpu_exporter.config import Settings
-from gpu_exporter.http.auth import Credentials, Verdict
+from gpu_exporter.http.auth import BUSY_DELAY, Credentials, Verdict
 from gpu_exporter.http.webconfig import WebConfig, WebConfigSource
 
 log = logging.getLogger("gpu_exporter.server")
@@ -195,6 +195,9 @@ class Exchange:
             return True
         if verdict is Verdict.BUSY:
             log.warning("basic auth busy for %s: it has a check waiting already, or too many wait; answered 503", peer)
+            connection.idle_since = asyncio.get_running_loop().time()  # idle meanwhile: it may be closed for room
+            await asyncio.sleep(BUSY_DELAY)
+            connection.idle_since = None
             await self._simple(writer, http, 503, b"authentication busy, try again\n", config,
                                [(b"retry-after", b"1")])  # fmt: skip
             return False

@@ -4,6 +4,7 @@ rewritten huge."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -53,7 +54,9 @@ def test_a_scenario_rewritten_huge_is_not_read_again(tmp_path: Path) -> None:
     exporter = start(None, None, tmp_path, "--simulate", str(scenario), "--collect-interval", "200ms")
     try:
         assert "gpu_power_watts{" in exporter.metrics()
-        scenario.write_text("# padding\n" * 800_000 + (SCENARIOS / "h100x4.scn").read_text())
+        huge = tmp_path / "next.scn"  # replaced whole: a file rewritten in place is read half-written too
+        huge.write_text("# padding\n" * 800_000 + (SCENARIOS / "h100x4.scn").read_text())
+        os.replace(huge, scenario)
         deadline = time.monotonic() + 30
         while "cannot re-read" not in exporter.log():
             assert time.monotonic() < deadline, exporter.log()[-2000:]

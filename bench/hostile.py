@@ -41,10 +41,9 @@ import httpx
 
 from bench import procfs
 from bench.scenarios import Size, write
-from bench.systems import REPO, Running, _child_env, _popen
+from bench.systems import REPO, Running, _child_env, _popen, free_port
 from tests.fakenvml.build import build
 from tests.flood import Flood, fresh_scrape
-from tests.harness import free_port
 
 SLOW_READERS = 200
 ABORT_ROUND = 100

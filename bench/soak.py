@@ -9,7 +9,7 @@ From the repository root, with the project venv::
 
 Each scraper keeps a connection alive and opens a fresh one every 10th scrape, alternating text and
 OpenMetrics, gzip and identity, at most 10 scrapes a second (160/s in all, so a 2-core machine
-shared with other work is not saturated). Faults cycle as in tests/test_load.py: a failing power
+shared with other work is not saturated). Faults cycle as in tests/process/test_load.py: a failing power
 read, a slow temperature read, a GPU lost and back every few seconds, an unsupported clock.
 """
 

@@ -7,7 +7,7 @@ pyproject's ``test`` extra; its types and builders are those of Grafana 11.6, sc
 The panel content lives in ``content.py`` beside this file; this file turns it into Grafana JSON. The
 Kubernetes ConfigMaps for Grafana's dashboard sidecar are made from the JSON files by
 ``deploy/kubernetes/generate.py``; run it after this one.
-Conventions every panel follows (tests/test_dashboards.py checks them): the Prometheus data source is
+Conventions every panel follows (tests/unit/test_dashboards.py checks them): the Prometheus data source is
 the ``datasource`` variable, never a uid; every selector filters by ``$job``, ``$instance`` (and
 ``$gpu`` where the series is about a GPU); every rate uses ``$__rate_interval``; every panel has a
 description and a unit; limits the exporter exports are drawn as dashed series, not typed-in numbers.

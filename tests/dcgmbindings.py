@@ -1,5 +1,5 @@
 """Where NVIDIA's DCGM Python bindings of each release are, for the tests that run the project on them
-(tests/test_dcgm_releases.py in process, tests/test_dcgm_releases_exporter.py out of process).
+(tests/system/test_dcgm_releases.py in process, tests/system/test_dcgm_releases_exporter.py out of process).
 
 The bindings are NVIDIA's, not the project's: they are found through ``DCGM_BINDINGS_DIR`` or
 ``../shared/dcgm-bindings`` beside the repository (one folder per release, ``v4.4.2``), and a test that

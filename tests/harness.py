@@ -4,15 +4,16 @@ scrape it over HTTP, stop it by PID.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,11 +27,64 @@ SCENARIOS = REPO / "tests" / "scenarios"
 Labels = frozenset[tuple[str, str]]
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the exporter binds it a moment later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+#: The exporter's start-up line names the address it listens on, with the port the kernel gave for port 0.
+EXPORTER_LISTENING = re.compile(rb"listening on \S*:(\d+) \(")
+#: Prometheus' and Alertmanager's (exporter-toolkit's) line naming the address they listen on.
+TOOLKIT_LISTENING = re.compile(rb'msg="Listening on" address=\S*:(\d+)')
+_started = itertools.count(1)
+
+
+def bound_port(
+    log_path: Path, alive: Callable[[], bool], pattern: re.Pattern[bytes] = EXPORTER_LISTENING, timeout: float = 30
+) -> int:
+    """The port a server started on port 0 reports in its log. The kernel picks it as the server binds, so no
+    other process can take it between a choice and a bind (the old race); fails with the log when the server
+    exits or never says."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log_path.read_bytes() if log_path.exists() else b""
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1))
+        if not alive():
+            raise AssertionError(f"{log_path.name}: exited before it listened:\n{text.decode(errors='replace')}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{log_path.name}: no listening line in {timeout} s:\n{text.decode(errors='replace')}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def served(command: list[str], log: Path, ready_path: str, timeout: float = 30) -> Iterator[str]:
+    """Start a Prometheus or Alertmanager ``command`` that listens on ``127.0.0.1:0``, with output to ``log``;
+    yield its URL once GET ``ready_path`` answers 200; stop it by PID."""
+    assert "--web.listen-address=127.0.0.1:0" in command, "served() reads the port of a server on port 0"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{bound_port(log, lambda: proc.poll() is None, TOOLKIT_LISTENING, timeout)}"
+        deadline = time.monotonic() + timeout
+        while True:
+            assert proc.poll() is None, f"{command[0]} exited:\n{log.read_text()}"
+            try:
+                if httpx.get(url + ready_path, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"{command[0]} not ready in {timeout}s:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def log_name(kind: str) -> str:
+    """A file name unique within the test process for a started server's log or trace (``exporter-3.log``)."""
+    return f"{kind}-{next(_started)}"
 
 
 @dataclass
@@ -90,13 +144,14 @@ def start(
     wait_for: str = "/healthz",
     pin_interval: bool = True,
 ) -> Exporter:
-    """Start ``python -m gpu_exporter`` on a free loopback port and wait until ``wait_for`` answers 200.
+    """Start ``python -m gpu_exporter`` on loopback port 0 (the port it got is read from its log) and wait
+    until ``wait_for`` answers 200.
     Unless the test gives an interval (a flag, the environment or a config file), it runs at
     ``--collect-interval 1s``, the pace the tests were written for (``pin_interval=False``: the
-    backend's default, tests/test_cadence.py)."""
-    port = free_port()
-    log_path = workdir / f"exporter-{port}.log"
-    trace_path = workdir / f"trace-{port}.txt" if trace else None
+    backend's default)."""
+    stem = log_name("exporter")
+    log_path = workdir / f"{stem}.log"
+    trace_path = workdir / f"{stem}-trace.txt" if trace else None
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_"))}
     if fakenvml_dir is not None:
         child_env["LD_LIBRARY_PATH"] = str(fakenvml_dir)
@@ -110,9 +165,16 @@ def start(
     )
     given = given or any(name in child_env for name in INTERVAL_ENV)
     pinned = ["--collect-interval", "1s"] if pin_interval and not given else []
-    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}", *pinned, *args]
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", "127.0.0.1:0", *pinned, *args]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, cwd=workdir)
+    try:
+        port = bound_port(log_path, lambda: process.poll() is None)
+    except AssertionError:
+        Exporter(process, 0, log_path).stop()
+        raise AssertionError(
+            f"exporter exited ({process.returncode}) or never listened:\n{log_path.read_text()}"
+        ) from None
     exporter = Exporter(process, port, log_path, trace_path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -126,6 +188,21 @@ def start(
         time.sleep(0.05)
     exporter.stop()
     raise AssertionError(f"exporter did not answer {wait_for} with 200 in 30 s:\n{exporter.log()}")
+
+
+def scrape_until(
+    exporter: Exporter, check: Callable[[dict[str, dict[Labels, float]]], bool], timeout: float = 15.0
+) -> dict[str, dict[Labels, float]]:
+    """Scrape until ``check`` holds on the parsed exposition (the event a test waits for, e.g. every GPU's
+    first read); fail with the last scrape otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parsed = samples(exporter.metrics())
+        if check(parsed):
+            return parsed
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout}s; last scrape:\n{exporter.metrics()}")
+        time.sleep(0.1)
 
 
 def samples(text: str) -> dict[str, dict[Labels, float]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import free_port, tool
+from tests.harness import TOOLKIT_LISTENING, bound_port, tool
 
 Result = list[dict[str, object]]
 
@@ -53,7 +53,6 @@ def prometheus(
     """Prometheus scraping ``127.0.0.1:target_port`` as job ``gpu`` every ``scrape_interval`` (rules
     evaluated as often), stopped at the end of the block."""
     binary = tool("prometheus", "Debian's prometheus package")
-    port = free_port()
     config = workdir / "prometheus.yml"
     lines = [f"global: {{scrape_interval: {scrape_interval}, evaluation_interval: {scrape_interval}}}"]
     if rule_files:
@@ -64,11 +63,11 @@ def prometheus(
     with log_path.open("wb") as log:
         server = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'prometheus-data'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
+             "--web.listen-address=127.0.0.1:0"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        yield Prometheus(port, log_path)
+        yield Prometheus(bound_port(log_path, lambda: server.poll() is None, TOOLKIT_LISTENING), log_path)
     finally:
         server.terminate()
         server.wait(20)

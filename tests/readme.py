@@ -23,8 +23,7 @@ from gpu_exporter.catalogue import (
     FixedMetric,
     MetricSpec,
 )
-from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, collector_env
-from gpu_exporter.options import OPTIONS
+from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, collector_env
 from tests.harness import REPO
 
 README = REPO / "README.md"

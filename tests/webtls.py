@@ -16,7 +16,7 @@ from pathlib import Path
 
 import bcrypt
 
-from tests.harness import SCENARIOS, Exporter, free_port
+from tests.harness import SCENARIOS, Exporter, bound_port, log_name
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,26 @@ def launch(
 ) -> Exporter:
     """Start the real exporter on a free loopback port; wait until ``ready`` (default: the port
     accepts connections) holds."""
-    port = free_port()
-    log_path = workdir / f"exporter-{port}.log"
+    log_path = workdir / f"{log_name('exporter')}.log"
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_", "DCGM_"))}
     child_env["LD_LIBRARY_PATH"] = str(fakenvml_dir)
     child_env["FAKE_NVML_SCENARIO"] = str(SCENARIOS / scenario)
     child_env.update(env or {})
-    command = [*prefix, sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
+    command = [*prefix, sys.executable, "-m", "gpu_exporter", "--web.listen-address", "127.0.0.1:0", *args]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, cwd=workdir)
+    try:
+        port = bound_port(log_path, lambda: process.poll() is None)
+    except AssertionError:
+        Exporter(process, 0, log_path).stop()
+        raise
     exporter = Exporter(process, port, log_path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"exporter exited with {process.returncode}:\n{exporter.log()}")
         try:
-            if "listening on" in exporter.log() and (ready(exporter) if ready else _accepts(port)):
+            if ready(exporter) if ready else _accepts(port):
                 return exporter
         except (OSError, ssl.SSLError):
             pass

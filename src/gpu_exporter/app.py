@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from gpu_exporter.assemble import sampler_for
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat.counters import Counter
@@ -202,7 +202,8 @@ def not_ready_reason(sampler: Sampler, interval: float, ready_without_gpus: bool
     snapshot = sampler.snapshot
     stats = snapshot.stats
     if not stats.backend_up:
-        return f"{stats.backend} backend is down ({stats.backend_reason})"
+        why = f": {stats.backend_problem}" if stats.backend_problem else ""  # in words, with the fix
+        return f"{stats.backend} backend is down ({stats.backend_reason}){why}"
     if not snapshot.devices:
         return "" if ready_without_gpus else "no GPU found (start with --ready.without-gpus if that is expected)"
     if snapshot.sampled_gpus == 0:

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from gpu_exporter import __version__
 from gpu_exporter.app import create_app
-from gpu_exporter.backends import select, with_interval
+from gpu_exporter.assemble.backends import select, with_interval
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_OFF
 from gpu_exporter.commands.snapshot import subcommand
@@ -27,12 +27,11 @@ from gpu_exporter.compat import flags as dcgm_flags
 from gpu_exporter.compat.configmap import ConfigMapError, read_counters
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import field_id
-from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, ConfigError, Settings, collector_env, load
+from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, ConfigError, Settings, collector_env, load
 from gpu_exporter.files import FileProblem, quote, read_text
-from gpu_exporter.http.server import BindError, Server, listen
+from gpu_exporter.http.server import BindError, Server, bound_address, listen
 from gpu_exporter.http.webconfig import WebConfigError, WebConfigSource
 from gpu_exporter.logs import LIMITED, flush_repeats, setup
-from gpu_exporter.options import OPTIONS
 
 USAGE_ERROR = 2
 log = logging.getLogger(__name__)
@@ -279,7 +278,7 @@ def _main(argv: Sequence[str] | None) -> int:
     log.info(
         "gpu-exporter %s listening on %s (%s), sampling every %gs",
         __version__,
-        settings.listen_address,
+        bound_address(settings, sock),
         scheme,
         settings.collect_interval,
     )

@@ -1,7 +1,8 @@
 """Settings: flags, environment and YAML file merged into one frozen :class:`Settings`.
 
 Precedence is flag > environment (``GPU_EXPORTER_…``) > ``--config.file`` > default. Every
-option is one row of :data:`~gpu_exporter.options.OPTIONS`, which also generates the flags, the
+option is one row of :data:`OPTIONS` (the general rows of :mod:`gpu_exporter.options`, each backend's from
+the backend registry, and ``--simulate``), which also generates the flags, the
 environment names, the allowed YAML keys and the README's flag table. Any bad value raises
 :class:`ConfigError` whose message names the setting, the value and what is allowed.
 """
@@ -12,10 +13,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_exporter.backends import registry
 from gpu_exporter.catalogue import COLLECTORS, DEFAULT_COLLECTORS, Detail
 from gpu_exporter.compat.flags import DcgmOptions, resolve, with_remote_host
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_text
-from gpu_exporter.options import OPTIONS, _boolean
+from gpu_exporter.options import OPTIONS as GENERAL
+from gpu_exporter.options import Option, _boolean
+from gpu_exporter.simulate.builtins import resolve as resolve_scenario
+
+
+def _scenario(value: str) -> str:
+    """A built-in scenario name or a readable scenario file (checked now, so a typo exits 2); empty: off."""
+    if value:
+        resolve_scenario(value)
+    return value
+
+
+#: ``--simulate``: a simulated host is no backend of the registry (the NVML backend over a simulated library).
+SIMULATE = Option(
+    "--simulate", "simulate", ("simulate",), _scenario,
+    "Serve a simulated GPU host instead of reading GPUs (no driver needed, every output marked "
+    "simulated): a built-in scenario (default, mig, old-gpu, lost-gpu; the flag alone is default) or "
+    "a scenario file in the test fake's format (default: off).", "SCENARIO", bare="default",
+)  # fmt: skip
+#: The whole option table: the general rows, ``--backend`` and each backend's own, ``--simulate``.
+OPTIONS: tuple[Option, ...] = (*GENERAL, *registry.OPTIONS, SIMULATE)
 
 
 class ConfigError(ValueError):

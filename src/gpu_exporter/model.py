@@ -3,7 +3,7 @@
 Every sample is keyed by (entity, catalogue key). An :class:`Entity` carries its kind, a ``uid``
 that stays the same across cycles and rediscoveries (memos and logs use it), the labels its series
 carry, in order, and the extra labels of its kind's ``*_info`` metric. The constructors below are
-the only code that writes those label keys (``tests/test_single_source.py`` fails on a label set
+the only code that writes those label keys (``tests/unit/test_single_source.py`` fails on a label set
 written elsewhere); a new kind (process, pod, job) adds one here. The catalogue's vocabulary
 declares the same keys for the metrics without a row (``DEVICE_LABELS``, ``MIG_LABELS``,
 ``LINK_LABEL``), and that test checks the two agree. Code elsewhere may read one label back by

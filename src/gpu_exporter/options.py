@@ -1,5 +1,7 @@
 """The option table: one :class:`Option` row per setting, which generates the flags, the environment
-names, the allowed YAML keys and the README's flag table, and the parsers of its values. A parser
+names, the allowed YAML keys and the README's flag table, and the parsers of its values. This module
+holds the general rows; each backend's own come from the backend registry, and
+:data:`gpu_exporter.config.OPTIONS` (which adds ``--simulate``) is the whole table. A parser
 raises ``ValueError`` whose message says what is allowed; :mod:`gpu_exporter.config` merges the
 values into :class:`~gpu_exporter.config.Settings`.
 """
@@ -66,8 +68,10 @@ def _file_name(value: str) -> str:
 
 def _listen_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
-    if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-        raise ValueError("HOST:PORT or :PORT with a port from 1 to 65535, e.g. :9400 or 127.0.0.1:9400")
+    # Port 0 asks the kernel for a free port; the "listening on" start-up line names the one it gave
+    # (tests bind port 0 and read it there, so no port is chosen by one process and bound by another).
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
+        raise ValueError("HOST:PORT or :PORT with a port from 0 (any free port) to 65535, e.g. :9400 or 127.0.0.1:9400")
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         raise ValueError("an IPv6 host in brackets, e.g. [::1]:9400")
     return value
@@ -94,7 +98,7 @@ def _telemetry_path(value: str) -> str:
     return value
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
+def choice(*allowed: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value.lower() not in allowed:
             raise ValueError("one of " + ", ".join(allowed))
@@ -129,19 +133,12 @@ def _kubelet_url(value: str) -> str:
     return value
 
 
-def _optional_address(value: str) -> str:
+def optional_address(value: str) -> str:
     """HOST:PORT, also as dcgm-exporter's ``tcp://HOST:PORT`` (``-r``)."""
     value = value.removeprefix("tcp://")
+    if value and value.rpartition(":")[2].lstrip("0") == "":
+        raise ValueError("HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:5555")
     return _listen_address(value) if value else ""
-
-
-def _simulate(value: str) -> str:
-    """A built-in scenario name or a readable scenario file (checked now, so a typo exits 2); empty: off."""
-    from gpu_exporter.simulate.builtins import resolve
-
-    if value:
-        resolve(value)
-    return value
 
 
 def _boolean(value: str) -> bool:
@@ -186,7 +183,8 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("--web.listen-address", "listen_address", ("web", "listen-address"), _listen_address,
-           "Address to serve HTTP on (default :9400, every interface).", "HOST:PORT",
+           "Address to serve HTTP on (default :9400, every interface; port 0: any free port, which the start-up "
+           "line names).", "HOST:PORT",
            aliases=("-a", "--address"), env_aliases=("DCGM_EXPORTER_LISTEN",)),
     Option("--web.telemetry-path", "telemetry_path", ("web", "telemetry-path"), _telemetry_path,
            "Path of the metrics endpoint (default /metrics).", "PATH"),
@@ -195,17 +193,6 @@ OPTIONS: tuple[Option, ...] = (
            "come from the driver's sample buffers, 1s on DCGM and for snapshot); a bare number is milliseconds.",
            "DURATION",
            aliases=("-c",), env_aliases=("DCGM_EXPORTER_INTERVAL",)),
-    Option("--backend", "backend", ("backend",), _choice("auto", "dcgm", "nvml"),
-           "GPU library: auto (DCGM when it can be imported and initialised, else NVML), dcgm or nvml "
-           "(default auto).", "NAME"),
-    Option("--simulate", "simulate", ("simulate",), _simulate,
-           "Serve a simulated GPU host instead of reading GPUs (no driver needed, every output marked "
-           "simulated): a built-in scenario (default, mig, old-gpu, lost-gpu; the flag alone is default) or "
-           "a scenario file in the test fake's format (default: off).", "SCENARIO", bare="default"),
-    Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), _optional_address,
-           "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
-           "then an embedded one.", "HOST:PORT",
-           aliases=("-r", "--remote-hostengine-info"), env_aliases=("DCGM_REMOTE_HOSTENGINE_INFO",)),
     Option("--gpu.vanished-retention", "vanished_retention", ("gpu", "vanished-retention"), _timeout(1.0, 168 * 3600.0),
            "How long a GPU that left the driver's device list keeps reporting gpu_up 0 before its series are "
            "dropped, 1s to 168h (default 1h).", "DURATION"),
@@ -235,10 +222,10 @@ OPTIONS: tuple[Option, ...] = (
            "with hpc_job (default: none).", "DIR", env_aliases=("DCGM_HPC_JOB_MAPPING_DIR",)),
     Option("--ready.without-gpus", "ready_without_gpus", ("ready", "without-gpus"), _boolean,
            "Let /readyz answer 200 on a host with no GPU at all (default false).", "BOOL", switch=True),
-    Option("--metric-names", "metric_names", ("metric-names",), _choice("native", "dcgm-exporter"),
+    Option("--metric-names", "metric_names", ("metric-names",), choice("native", "dcgm-exporter"),
            "Names, units and labels: native, or dcgm-exporter's DCGM_FI_* (default native; dcgm-exporter "
            "when --collectors is given).", "SCHEME"),
-    Option("--metrics.detail", "metrics_detail", ("metrics", "detail"), _choice(*DETAILS),
+    Option("--metrics.detail", "metrics_detail", ("metrics", "detail"), choice(*DETAILS),
            "How much the native exposition says: lean (default) leaves out near-static settings, values "
            "derivable from others, rarely-set clock event reasons and the Xid codes not seen yet (the shipped "
            "alerts, recording rules and dashboards need none of them); full adds them all (docs/metrics.md "
@@ -287,9 +274,9 @@ OPTIONS: tuple[Option, ...] = (
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",
            aliases=("--nvidia-resource-names",), env_aliases=("NVIDIA_RESOURCE_NAMES",)),
-    Option("--log.level", "log_level", ("log", "level"), _choice("debug", "info", "warning", "error"),
+    Option("--log.level", "log_level", ("log", "level"), choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
-    Option("--log.format", "log_format", ("log", "format"), _choice("text", "json"),
+    Option("--log.format", "log_format", ("log", "format"), choice("text", "json"),
            "Log line format: text or json (default text).", "FORMAT",
            aliases=("--log-format",), env_aliases=("DCGM_EXPORTER_LOG_FORMAT",)),
     Option("--web.config.file", "web_config_file", ("web", "config-file"), _file_name,

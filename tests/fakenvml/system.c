@@ -375,8 +375,10 @@ nvmlReturn_t DECLDIR nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long
 }
 
 /* Earliest undelivered Xid of a GPU registered on set for Xids; caller holds g_event_mu. With
- * `due_only`, only one due by t of a present, not-lost GPU (the one to deliver); without, whenever
- * and whatever the GPU's state (when the next one may be due: a wait need not look before). */
+ * `due_only`, only one due by t of a present GPU (the one to deliver); without, whenever (when the next
+ * one may be due: a wait need not look before). A GPU with `lost_after` posts the Xids due up to the
+ * instant of its loss, and they wait in the set after it, as a driver posts Xid 79 while the GPU falls
+ * off the bus; one due after the loss is never posted. */
 static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenario *s, double t, bool due_only,
                      int *gpu_out, unsigned long long *code_out, long long *due_out)
 {
@@ -385,9 +387,10 @@ static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenar
     for (unsigned g = 0; g < count; g++) {
         if (!(set->mask[g] & nvmlEventTypeXidCriticalError))
             continue;
-        double lost;
-        if (due_only && (!fake_device_present(s, g, t) || (fake_gpu_f64(s, (int)g, t, "lost_after", &lost) && t >= lost)))
+        if (due_only && !fake_device_present(s, g, t))
             continue;
+        double lost;
+        bool loses = fake_gpu_f64(s, (int)g, t, "lost_after", &lost);
         const char *list = fake_gpu_str(s, (int)g, "xid");
         if (list == NULL)
             continue;
@@ -406,7 +409,7 @@ static bool next_xid(const struct nvmlEventSet_st *set, const struct fake_scenar
             if (!fake_value_u64("xid code", item, 0, &code) || !fake_value_f64("xid time", at + 1, 0, &when))
                 continue;
             long long due_us = (long long)(when * 1e6);
-            if ((due_only && when > t) || was_delivered((int)g, code, due_us))
+            if ((due_only && when > t) || (loses && when > lost) || was_delivered((int)g, code, due_us))
                 continue;
             if (!found || due_us < *due_out) {
                 found = true;
@@ -483,7 +486,7 @@ static nvmlReturn_t event_wait(const char *sym, nvmlEventSet_t set, nvmlEventDat
             return NVML_ERROR_TIMEOUT;
         double slice = next_at - fake_elapsed(); /* wake when the next Xid falls due ... */
         if (slice <= 0)
-            slice = FAKE_EVENT_RECHECK_S; /* due but not deliverable now (a lost or absent GPU's): no spin */
+            slice = FAKE_EVENT_RECHECK_S; /* due but not deliverable now (an absent GPU's): no spin */
         else if (slice > left)
             slice = left;
         if (slice > FAKE_EVENT_RECHECK_S && fake_sleep_unless_changed(s, slice))

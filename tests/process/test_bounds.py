@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.harness import SCENARIOS, samples, start, value
-from tests.test_processes import _run
+from tests.process.test_processes import _run
 from tests.webtls import launch
 
 

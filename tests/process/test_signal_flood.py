@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.test_signals import _serving
+from tests.process.test_signals import _serving
 from tests.webtls import launch
 
 

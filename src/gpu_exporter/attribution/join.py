@@ -11,7 +11,7 @@ the GPU the kubelet says it was allocated."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +24,6 @@ from gpu_exporter.attribution.procfs import FactsSource, ProcessFacts, ProcessNa
 from gpu_exporter.attribution.refresh import Source, SourceState
 from gpu_exporter.attribution.resourceslices import DraDevice
 from gpu_exporter.backends.base import DeviceIdentity, RawReading
-from gpu_exporter.config import Settings
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.snapshot import DeviceView, SourceStatus
 
@@ -217,51 +216,6 @@ class Attributor:
             if mig is not None:
                 found.append((mig, jobs))
         return found
-
-
-def attributor_for(settings: Settings, gpus: Callable[[], Sequence[GpuIds]]) -> Attributor:
-    """The attribution the settings ask for; the kubelet source (and grpc) only with ``--kubernetes``.
-    ``gpus`` gives the GPUs the sampler knows, to resolve the kubelet's device ids."""
-    kubelet: Kubelet | None = None
-    if settings.kubernetes:
-        from gpu_exporter.attribution.podresources import PodResources
-
-        extra = frozenset(name.strip() for name in settings.kubernetes_resources.split(",") if name.strip())
-        refresh = settings.kubelet_refresh
-        kubelet = PodResources(
-            settings.pod_resources_socket, refresh, extra, max_age_seconds=max(60.0, 6 * refresh), gpus=gpus
-        )
-    names: PodNames | None = None
-    if settings.kubernetes and settings.kubelet_url:
-        from gpu_exporter.attribution.kubeletpods import KubeletPods
-
-        names = KubeletPods(
-            settings.kubelet_url, settings.kubelet_token_file, settings.kubelet_ca_file,
-            max(30.0, 3 * settings.kubelet_refresh),
-            insecure_skip_verify=settings.kubelet_insecure,
-        )  # fmt: skip
-    slices: Slices | None = None
-    api_pods: PodNames | None = None
-    if settings.kubernetes:  # httpx2 and the pod-resources protobufs load only here
-        from gpu_exporter.attribution.kubeapi import api_sources
-
-        slices, api_pods = api_sources(settings)
-    scenario_names: FactsSource | None = None
-    if settings.backend == "simulate" and not settings.procfs:  # a scenario without a /proc of its own
-        from gpu_exporter.simulate.builtins import resolve
-        from gpu_exporter.simulate.processes import ScenarioNames
-
-        scenario_names = ScenarioNames(resolve(settings.simulate))
-    return Attributor(
-        Path(settings.procfs),
-        settings.hpc_job_dir,
-        kubelet,
-        names,
-        slices,
-        api_pods,
-        Path(settings.passwd) if settings.passwd else None,
-        scenario_names,
-    )
 
 
 def known_gpus(devices: Sequence[DeviceView]) -> list[GpuIds]:

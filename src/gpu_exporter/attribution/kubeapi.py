@@ -26,18 +26,15 @@ attribution goes on, and DRA allocations stay unattributed.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.attribution.kubeletpods import PodName, pods_of
 from gpu_exporter.attribution.kubewatch import MAX_OBJECTS, Watched, WatchStream
-from gpu_exporter.attribution.podresources import DRA_DRIVERS
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.attribution.resourceslices import EMPTY, Devices
 from gpu_exporter.attribution.resourceslices import parse as parse_slices
-from gpu_exporter.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -230,20 +227,3 @@ def api_url(setting: str, env: Mapping[str, str]) -> str:
     if not host:
         return ""
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-
-
-def api_sources(settings: Settings) -> tuple[ResourceSlices | None, NodePods | None]:
-    """This node's ResourceSlices and pods sources, where the settings name an API server and a node
-    (else one log line saying what is not attributed); listed every three kubelet refreshes."""
-    url = api_url(settings.kubernetes_api_url, os.environ)
-    node = settings.kubernetes_node or os.environ.get("NODE_NAME", "")
-    if not url or not node:
-        why = "no API server (--kubernetes.api-url)" if not url else "no node name (--kubernetes.node-name, NODE_NAME)"
-        log.warning(
-            "kubernetes api: not asked, %s: DRA-allocated GPUs are not attributed (device-plugin allocations are)", why
-        )
-        return None, None
-    api = ApiClient(url, settings.kubelet_token_file, settings.kubelet_ca_file, 5.0)
-    every = 3 * settings.kubelet_refresh  # default 30 s: two small lists per node, never per scrape
-    slices = ResourceSlices(api, node, DRA_DRIVERS, every, max(180.0, 6 * every))
-    return slices, NodePods(api, node, every, max(180.0, 6 * every))

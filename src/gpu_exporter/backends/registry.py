@@ -1,20 +1,39 @@
-"""Backends by name: how each is built, and the ``--backend auto`` order. No other module branches
-on a backend's name; a new backend (AMD, Intel) adds one entry here and its sources in the catalogue.
+"""Backends by name, in one table: each entry gives a backend's name, its own options and how it is
+built. ``--backend`` takes its choices from here and ``auto`` tries the entries in order; no other
+module branches on a backend's name. A new backend (AMD, Intel) adds its package and one entry here.
 
-Vendor libraries load only when a backend is chosen (imports happen inside the factories).
+Vendor libraries load only when a backend is built (imports happen inside the openers). Which backend
+the settings choose is decided by the composition root (:mod:`gpu_exporter.assemble.backends`); the
+settings reach a backend through :class:`BackendSettings`, which ``config.Settings`` satisfies.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Protocol
 
-from gpu_exporter.backends.base import Backend, BackendUnavailable
+from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
-from gpu_exporter.config import Settings
+from gpu_exporter.options import Option, choice, optional_address
 
 log = logging.getLogger(__name__)
+
+
+class BackendSettings(Protocol):
+    """The settings a backend's opener reads (fields of ``config.Settings``)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def collectors(self) -> frozenset[str]: ...
+    @property
+    def collect_interval(self) -> float: ...
+    @property
+    def metric_names(self) -> str: ...
+    @property
+    def dcgm_address(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -34,25 +53,37 @@ class Unsuitable(Exception):
         self.summary = summary
 
 
-def _compat_identity(settings: Settings) -> bool:
+@dataclass(frozen=True)
+class BackendKind:
+    """One backend: its ``--backend`` name, a few words for ``--help``, its own options (their values
+    reach the opener through the settings) and its opener, which raises :class:`Unsuitable` when the
+    backend cannot be used here."""
+
+    name: str
+    summary: str
+    open: Callable[[BackendSettings], Choice]
+    options: tuple[Option, ...] = ()
+
+
+def compat_identity(settings: BackendSettings) -> bool:
     """Whether discovery reads what only dcgm-exporter's names show (P2P status, placement, CC mode)."""
     return settings.metric_names == "dcgm-exporter"
 
 
-def _nvml(settings: Settings) -> Choice:
+def _nvml(settings: BackendSettings) -> Choice:
     from gpu_exporter.backends.nvml import NvmlBackend
 
-    return Choice(NvmlBackend(_compat_identity(settings)), "")
+    return Choice(NvmlBackend(compat_identity(settings)), "")
 
 
-def _dcgm(settings: Settings) -> Choice:
+def _dcgm(settings: BackendSettings) -> Choice:
     """A connected DCGM backend that sees at least one GPU; raises Unsuitable otherwise."""
     from gpu_exporter.backends.dcgm import DcgmBackend, DcgmUnusable
     from gpu_exporter.backends.dcgm.adapter import load_adapter
 
     backend = DcgmBackend(
         load_adapter, enabled_specs(settings.collectors), settings.collect_interval, settings.dcgm_address,
-        compat_identity=_compat_identity(settings),
+        compat_identity=compat_identity(settings),
     )  # fmt: skip
     try:
         mode, gpus = backend.probe()
@@ -68,68 +99,27 @@ def _dcgm(settings: Settings) -> Choice:
     return Choice(backend, mode)
 
 
-def _simulate(settings: Settings) -> Choice:
-    """The ordinary NVML backend over the simulated NVML library of ``--simulate`` (installed into
-    pynvml, so no ``libnvidia-ml.so.1`` is loaded). It reads the catalogue's NVML sources, so it is
-    named ``nvml``; the reason (gpu_exporter_backend_info) says it is simulated."""
-    from gpu_exporter.backends.nvml import NvmlBackend
-    from gpu_exporter.simulate import install
-    from gpu_exporter.simulate.builtins import reason, resolve
-
-    try:
-        install(resolve(settings.simulate))
-    except ValueError as err:  # the file went away since the settings were checked
-        raise Unsuitable("simulate_failed", "the scenario cannot be read", f"--simulate: use {err}") from err
-    return Choice(NvmlBackend(_compat_identity(settings)), reason(settings.simulate))
-
-
-def with_interval(settings: Settings, backend: Backend) -> Settings:
-    """The settings with ``backend``'s read interval where --collect-interval was not given."""
-    if settings.collect_interval_chosen:
-        return settings
-    return replace(settings, collect_interval=backend.default_interval)
-
-
-#: Name → factory. ``auto`` tries them in this order and takes the first that can be used.
-FACTORIES: dict[str, Callable[[Settings], Choice]] = {"dcgm": _dcgm, "nvml": _nvml}
-#: Backends only ever chosen explicitly (``--simulate`` sets backend "simulate"), never by ``auto``.
-EXPLICIT: dict[str, Callable[[Settings], Choice]] = {"simulate": _simulate}
+#: Every backend ``--backend`` can name; ``auto`` tries them in this order and takes the first that can be used.
+KINDS: tuple[BackendKind, ...] = (
+    BackendKind("dcgm", "DCGM when it can be imported and initialised", _dcgm, options=(
+        Option("--dcgm.address", "dcgm_address", ("dcgm", "address"), optional_address,
+               "HOST:PORT of a standalone nv-hostengine; empty (default) tries the local standalone engine, "
+               "then an embedded one.", "HOST:PORT",
+               aliases=("-r", "--remote-hostengine-info"), env_aliases=("DCGM_REMOTE_HOSTENGINE_INFO",)),
+    )),
+    BackendKind("nvml", "NVML", _nvml),
+)  # fmt: skip
 #: The names ``--backend`` accepts.
-NAMES: tuple[str, ...] = ("auto", *FACTORIES)
+NAMES: tuple[str, ...] = ("auto", *(kind.name for kind in KINDS))
+#: ``--backend`` and every backend's own options, for the option table (``config.OPTIONS``).
+OPTIONS: tuple[Option, ...] = (
+    Option("--backend", "backend", ("backend",), choice(*NAMES),
+           f"GPU library: auto ({', else '.join(kind.summary for kind in KINDS)}), "
+           f"{', '.join(NAMES[1:-1])} or {NAMES[-1]} (default auto).", "NAME"),
+    *(option for kind in KINDS for option in kind.options),
+)  # fmt: skip
 
 
-def select(settings: Settings) -> tuple[Backend, str]:
-    """The backend for ``--backend`` and the reason it was chosen; raises BackendUnavailable when
-    the requested backend cannot be used at all.
-
-    ``auto`` uses DCGM when its bindings import, a host engine answers (``--dcgm.address``, else
-    the local standalone engine, else an embedded one) and it sees at least one GPU; otherwise
-    NVML, with the reason DCGM was passed over logged once and kept for gpu_exporter_backend_info.
-    """
-    name = settings.backend
-    if name in EXPLICIT:
-        try:
-            choice = EXPLICIT[name](settings)
-        except Unsuitable as err:
-            raise BackendUnavailable(err.reason, str(err)) from err
-        return choice.backend, choice.reason
-    if name != "auto":
-        try:
-            choice = FACTORIES[name](settings)
-        except Unsuitable as err:
-            raise BackendUnavailable(err.reason, f"--backend {name}: DCGM cannot be used: {err}") from err
-        return choice.backend, f"requested ({choice.reason})" if choice.reason else "requested"
-    passed_over = ""
-    for candidate, factory in FACTORIES.items():
-        try:
-            choice = factory(settings)
-        except Unsuitable as err:
-            log.info("not using %s: %s; trying the next backend", candidate.upper(), err)
-            passed_over = passed_over or f"{candidate.upper()} not available ({err.summary})"
-            if err.reason == "no_gpu":
-                passed_over = f"{err.summary}"
-            continue
-        if not passed_over:
-            return choice.backend, f"auto: {candidate.upper()} {choice.reason}".rstrip()
-        return choice.backend, f"auto: {passed_over}"
-    raise BackendUnavailable("no_backend", "no GPU backend can be used")
+def kind(name: str) -> BackendKind:
+    """The backend called ``name`` (one of NAMES but ``auto``)."""
+    return next(k for k in KINDS if k.name == name)

@@ -6,7 +6,7 @@ the metrics without a vendor source (identity, events, self-metrics) :mod:`.fixe
 Backends, the pipeline, the exposition, the README's metric table and the tests all read this
 table. No code outside it spells a metric name: code that needs one by name takes it from a row,
 from :mod:`.fixed`'s named rows or from :mod:`.keys` (with :func:`key_of` for a row of a family of
-several), and ``tests/test_single_source.py`` fails on a literal name elsewhere (its exceptions are
+several), and ``tests/unit/test_single_source.py`` fails on a literal name elsewhere (its exceptions are
 named there, each with its reason). dcgm-exporter's names (``DCGM_FI_*``) are dcgm-exporter's facts:
 a row records the one it maps to (``compat_name``), and the full field table is
 :mod:`gpu_exporter.compat.field_names`.

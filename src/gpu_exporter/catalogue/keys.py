@@ -4,7 +4,7 @@ sanity filter, the dcgm-exporter compatibility's composed fields, the doctor).
 A sample is keyed by its row's :attr:`~.spec.MetricSpec.key`: the family name, plus the variant
 labels where a family has several rows (:func:`~.spec.key_of` builds one). The rows spell each name;
 the constants here repeat the ones read elsewhere, so that nothing outside the catalogue spells a
-metric name, and ``tests/test_single_source.py`` checks that each is a row's key or family name.
+metric name, and ``tests/unit/test_single_source.py`` checks that each is a row's key or family name.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ UNIT_MAXIMA: dict[str, float] = {
 #: NVML sources (call, selector) the NVML backend reads through ``nvmlDeviceGetFieldValues`` (its field
 #: for the value, in the GPU's one field-value call), falling back to the call itself only where the
 #: field is unsupported or unknown; NVLink error counters have a field for links 0-11 only, the link
-#: state for every link. Held equal to the backend's field table by tests/test_catalogue.py.
+#: state for every link. Held equal to the backend's field table by tests/unit/test_catalogue.py.
 READ_AS_FIELD: frozenset[tuple[str, str]] = frozenset(
     {
         ("nvmlDeviceGetPowerUsage", ""), ("nvmlDeviceGetEnforcedPowerLimit", ""),

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from gpu_exporter.assemble import bare_sampler
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.catalogue import enabled_specs, keys
 from gpu_exporter.config import Settings
@@ -124,7 +124,8 @@ def _nvml(settings: Settings, module_version: str) -> tuple[list[Finding], Sampl
         backend, reason = select(nvml)
         host, devices = backend.open(False)
     except BackendUnavailable as err:
-        return [Finding("NVML", "fail", f"{err.reason}", str(err).split(": ", 1)[-1])], None
+        found, _, fix = str(err).partition(": ")  # what went wrong, in words: the fix
+        return [Finding("NVML", "fail", found, fix or "see the exporter's log")], None
     backend.close()
     findings = [Finding("NVML", "ok", f"initialised, driver {host.driver_version}, NVML {host.nvml_version}")]
     if module_version and host.driver_version and module_version != host.driver_version:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpu_exporter.assemble import sampler_for
-from gpu_exporter.backends import select
+from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.commands import doctor
 from gpu_exporter.config import ConfigError, Settings
@@ -121,7 +121,8 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
 def _no_data(view: dict[str, object]) -> str:
     """Why the view has no GPU data (empty when it has some)."""
     if not view["backend_up"]:
-        return f"no GPU data: {view['backend']} backend down ({view['backend_reason']}); run gpu-exporter doctor"
+        why = view.get("backend_problem") or view["backend_reason"]
+        return f"no GPU data: {view['backend']} backend down: {why}; gpu-exporter doctor checks this host"
     if not view["gpus"]:
         return "no GPU found"
     return ""

@@ -1,7 +1,7 @@
 """dcgm-exporter's own flags and environment variables (its 4.x ``--help``), for a drop-in.
 
 dcgm-exporter flags that are the same setting as one of ours (``-a``, ``-c``, ``-f``, ``-k``,
-``-r``, ``--web-config-file``, ``--log-format``, ...) are aliases in :data:`gpu_exporter.options.OPTIONS`
+``-r``, ``--web-config-file``, ``--log-format``, ...) are aliases in :data:`gpu_exporter.config.OPTIONS`
 (:data:`ALIASES` lists them for the README). The rest are rows of :data:`FLAGS`: each is accepted
 under dcgm-exporter's spellings and environment variable, and either sets a dcgm-exporter-mode
 option (:class:`DcgmOptions`), changes one of our settings, or, where its meaning cannot apply

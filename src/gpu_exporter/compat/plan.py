@@ -34,8 +34,7 @@ from gpu_exporter.compat.flags import DcgmOptions
 from gpu_exporter.sampling.consumers import Memory
 from gpu_exporter.sampling.events import RECENT_SECONDS
 
-# The compat renderer's logger name, as before this code moved here: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.compat")
+log = logging.getLogger(__name__)
 
 #: Label fields by DCGM field id (a CSV may use any spelling of the field's name).
 LABEL_FIELDS: dict[int, Callable[[HostIdentity, DeviceIdentity], str]] = {

@@ -34,8 +34,7 @@ from gpu_exporter.exposition.families import self_families
 from gpu_exporter.exposition.naming import DCGM_EXPORTER, DCGM_EXPORTER_SELF
 from gpu_exporter.sampling.snapshot import Frame
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.compat")
+log = logging.getLogger(__name__)
 
 
 def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:

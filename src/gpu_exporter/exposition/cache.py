@@ -8,8 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.snapshot")
+log = logging.getLogger(__name__)
 
 #: Turns a snapshot into one exposition format, ``"text"`` (Prometheus text 0.0.4) or
 #: ``"openmetrics"`` (OpenMetrics 1.0.0): the bytes, or None where the renderer has no such format.

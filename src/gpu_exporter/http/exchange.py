@@ -18,7 +18,7 @@ from gpu_exporter.config import Settings
 from gpu_exporter.http.auth import BUSY_DELAY, Credentials, Verdict
 from gpu_exporter.http.webconfig import WebConfig, WebConfigSource
 
-log = logging.getLogger("gpu_exporter.server")
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -49,8 +49,7 @@ from gpu_exporter.http.lifespan import Lifespan
 from gpu_exporter.http.webconfig import WebConfigSource
 from gpu_exporter.logs import LIMITED, flush_repeats
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.server")
+log = logging.getLogger(__name__)
 
 
 SHUTDOWN_GRACE = 5.0
@@ -102,6 +101,12 @@ def listen(settings: Settings) -> socket.socket:
         sock.close()
         raise BindError(f"cannot listen on {settings.listen_address}: {err.strerror or err}") from None
     return sock
+
+
+def bound_address(settings: Settings, sock: socket.socket) -> str:
+    """The configured listen address with the port the kernel gave (the same unless it was 0)."""
+    host = settings.listen_address.rpartition(":")[0]
+    return f"{host}:{sock.getsockname()[1]}"
 
 
 def connection_cap(wanted: int) -> int:

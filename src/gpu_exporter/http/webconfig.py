@@ -28,8 +28,7 @@ from typing import Any
 
 from gpu_exporter.files import FileProblem, load_yaml, quote, read_bytes, read_text
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.webconfig")
+log = logging.getLogger(__name__)
 
 FLAG = "--web.config.file"
 

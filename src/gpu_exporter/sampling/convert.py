@@ -15,8 +15,7 @@ from gpu_exporter.model import Entity
 from gpu_exporter.sampling.memo import UnsupportedMemo
 from gpu_exporter.sampling.sanity import SENTINELS, drop_inconsistent
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.pipeline.convert")
+log = logging.getLogger(__name__)
 
 
 @dataclass

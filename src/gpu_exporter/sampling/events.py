@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 from gpu_exporter.backends.base import Event
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.pipeline.events")
+log = logging.getLogger(__name__)
 
 #: The longest time recent Xids are kept per GPU for windowed counts (dcgm-exporter's
 #: DCGM_EXP_XID_ERRORS_COUNT).

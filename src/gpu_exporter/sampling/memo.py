@@ -3,9 +3,10 @@
 A pair the vendor called unsupported is not asked again for ``retry_seconds`` (a minute), and is
 asked again at once after a rediscovery, so a call that failed that way during a driver hiccup comes
 back by itself. Each change is logged once, and once per GPU and cycle: :meth:`UnsupportedMemo.report`
-(the sampler calls it after each cycle) writes one line per GPU naming the values that turned
-unsupported (the rows absent from /metrics, with how many links or instances), then the driver's
-words; and one line per GPU naming those that answer again. Re-asking is silent.
+(the sampler calls it after each cycle) writes one short line per GPU saying how many values turned
+unsupported, and at debug level which (the rows absent from /metrics, with how many links or
+instances) and the driver's words; and one line per GPU naming those that answer again. Re-asking is
+silent. :meth:`UnsupportedMemo.lacking` names what a GPU lacks now, for the status page.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.pipeline.memo")
+log = logging.getLogger(__name__)
 
 #: How long an unsupported (entity, row) pair is left alone before it is asked again.
 RETRY_SECONDS = 60.0
@@ -31,6 +31,8 @@ class UnsupportedMemo:
         self._lock = threading.Lock()
         self._until: dict[tuple[str, str], float] = {}  # (uid, key) → monotonic time to ask again
         self._what: dict[tuple[str, str], str] = {}  # (uid, key) → vendor call, while logged unsupported
+        self._lacks: dict[str, dict[tuple[str, str], None]] = {}  # group → its unsupported pairs, in order met
+        self._lacking: dict[str, tuple[str, ...]] = {}  # group → lacking()'s answer, until the group changes
         # GPU (or switch) → row → (entities, the vendor's words): changes not yet reported
         self._off: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
         self._on: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
@@ -51,6 +53,8 @@ class UnsupportedMemo:
                 entities, words = self._off.setdefault(group or uid, {}).setdefault(key, (set(), set()))
                 entities.add(uid)
                 words.add(what)
+                self._lacks.setdefault(group or uid, {})[(uid, key)] = None
+                self._lacking.pop(group or uid, None)
             self._what[(uid, key)] = what
 
     def remembers_any(self) -> bool:
@@ -68,6 +72,21 @@ class UnsupportedMemo:
                 entities, words = self._on.setdefault(group or uid, {}).setdefault(key, (set(), set()))
                 entities.add(uid)
                 words.add(what)
+                self._lacks.get(group or uid, {}).pop((uid, key), None)
+                self._lacking.pop(group or uid, None)
+
+    def lacking(self, group: str) -> tuple[str, ...]:
+        """The families ``group`` (a GPU, as the log names it) lacks now, in the order first met, each with
+        how many of its series are missing where more than one (``gpu_nvlink_errors_total (4 series)``)."""
+        found = self._lacking.get(group)
+        if found is not None:
+            return found
+        with self._lock:
+            rows: dict[str, tuple[set[str], set[str]]] = {}
+            for uid, key in self._lacks.get(group, {}):
+                rows.setdefault(key, (set(), set()))[0].add(uid)
+            found = self._lacking[group] = _families(rows)
+        return found
 
     def report(self) -> None:
         """Log what changed since the last report: one line per GPU for the values that turned
@@ -76,9 +95,12 @@ class UnsupportedMemo:
             off, on, self._off, self._on = self._off, self._on, {}, {}
         for group, rows in off.items():
             log.info(
-                "%s: %d value(s) not supported here, absent from /metrics (not 0): %s; asked again every %.0fs "
-                "and when the devices change (the driver's answers: %s)",
-                group, len(rows), _names(rows), self._retry, _words(rows),
+                "%s: %d value(s) not supported here, absent from /metrics (not 0; named on the status page and at "
+                "--log.level=debug)", group, len(_families(rows)),
+            )  # fmt: skip
+            log.debug(
+                "%s: not supported here: %s; asked again every %.0fs and when the devices change (the driver's "
+                "answers: %s)", group, _names(rows), self._retry, _words(rows),
             )  # fmt: skip
         for group, rows in on.items():
             log.info("%s: answers again: %s (was: %s)", group, _names(rows), _words(rows))
@@ -89,14 +111,18 @@ class UnsupportedMemo:
             self._until.clear()
 
 
-def _names(rows: dict[str, tuple[set[str], set[str]]]) -> str:
+def _families(rows: dict[str, tuple[set[str], set[str]]]) -> tuple[str, ...]:
     """The families missing, in the order first met, each with how many of its series (rows × links
     or instances) are missing when more than one."""
     counts: dict[str, int] = {}
     for key, (entities, _) in rows.items():
         family = key.partition("{")[0]
         counts[family] = counts.get(family, 0) + len(entities)
-    return ", ".join(name if n == 1 else f"{name} ({n} series)" for name, n in counts.items())
+    return tuple(name if n == 1 else f"{name} ({n} series)" for name, n in counts.items())
+
+
+def _names(rows: dict[str, tuple[set[str], set[str]]]) -> str:
+    return ", ".join(_families(rows))
 
 
 def _words(rows: dict[str, tuple[set[str], set[str]]]) -> str:

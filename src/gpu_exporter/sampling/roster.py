@@ -10,8 +10,7 @@ from gpu_exporter.backends.base import DeviceIdentity, RawReading
 from gpu_exporter.sampling.roots import RootState
 from gpu_exporter.sampling.worker import Worker
 
-# Its lines were the sampler's before it had a module of its own: they keep the sampler's logger name.
-log = logging.getLogger("gpu_exporter.sampler")
+log = logging.getLogger(__name__)
 
 
 class Roster:

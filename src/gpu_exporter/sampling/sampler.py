@@ -23,13 +23,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gpu_exporter import __version__
 from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
 from gpu_exporter.catalogue import PRECREATED_ERROR_KINDS, PRECREATED_INVALID, MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.consumers import Attribution, Memory
-from gpu_exporter.sampling.convert import Converted, convert
+from gpu_exporter.sampling.convert import Converted, convert, group
 from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
 from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
@@ -50,8 +51,7 @@ from gpu_exporter.sampling.roster import Roster
 from gpu_exporter.sampling.snapshot import CollectorStatus, DeviceView, Frame, Renderer, SelfStats, Snapshot
 from gpu_exporter.sampling.worker import Result, Worker
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.sampler")
+log = logging.getLogger(__name__)
 _Values = dict[Entity, dict[str, float]]
 
 __all__ = ["STALE_INTERVALS", "Sampler"]
@@ -124,6 +124,7 @@ class Sampler:
         self._host = HostIdentity()
         self._open = False
         self._down_reason = "starting"
+        self._down_message = "not opened yet"  # why the backend is down, in words with the fix
         self._open_backoff = Backoff()
         self._discover_backoff = Backoff()
         self._cycle = 0
@@ -266,12 +267,12 @@ class Sampler:
             devices = outcome.devices
             log.info(
                 "%s backend ready: driver %s, %d GPU(s): %s", backend, outcome.host.driver_version or "?",
-                len(devices), ", ".join(f"{d.index}={d.name or d.uuid}" for d in devices) or "none",
+                len(devices), _models(devices),
             )  # fmt: skip
         elif outcome.kind == "unavailable":
             if outcome.reason != self._down_reason:
                 log.error("%s backend unavailable: %s (retrying with backoff)", backend, outcome.message)
-            self._down_reason = outcome.reason
+            self._down_reason, self._down_message = outcome.reason, outcome.message
             self._open_backoff.failed(now)
         elif outcome.kind == "discovered":
             answering = self._roster.answering()
@@ -288,7 +289,7 @@ class Sampler:
                 self._discover_backoff.reset()
         else:  # "down": the library stopped working altogether; the control worker closed it
             log.error("re-enumerating GPUs failed: %s; reopening the %s backend with backoff", outcome.message, backend)
-            self._open, self._down_reason = False, outcome.reason
+            self._open, self._down_reason, self._down_message = False, outcome.reason, outcome.message
             self._open_backoff.failed(now)
 
     def _discovery_due(self, now: float) -> bool:
@@ -387,7 +388,9 @@ class Sampler:
         if stalled:
             notes.failed.update(spec.collector for spec in self._plan.readable if spec.root == "gpu")
         self._take(state, notes)
-        return device_view(state, now, stalled, self._plan, self._integrators, self._interval)
+        view = device_view(state, now, stalled, self._plan, self._integrators, self._interval)
+        lacking = self._memo.lacking(group(view.entity)) if self._memo.remembers_any() else ()
+        return replace(view, unsupported=lacking) if lacking else view
 
     def _fabric_samples(self, now: float, notes: CycleNotes) -> dict[Entity, dict[str, float]]:
         state = self._fabric
@@ -419,6 +422,7 @@ class Sampler:
             backend=self._backend.name,
             backend_up=self._open,
             backend_reason=self._backend_reason if self._open else self._down_reason,
+            backend_problem="" if self._open else self._down_message,
             interval_seconds=self._interval,
             cycle_seconds=cycle_seconds,
             last_success_timestamp=self._last_success,
@@ -438,3 +442,16 @@ class Sampler:
             fabric=fabric,
         )
         return Snapshot(self._clock(), self._host, tuple(devices), stats, self._render(frame), frame.events)
+
+
+def _models(devices: Sequence[DeviceIdentity]) -> str:
+    """The GPUs by model, runs of indexes together: ``0-7 NVIDIA H100 80GB HBM3`` (one short line for
+    any number of GPUs of a model), ``none`` for no GPU."""
+    runs: list[tuple[int, int, str]] = []
+    for device in devices:
+        name = device.name or device.uuid
+        if runs and runs[-1][2] == name and runs[-1][1] == device.index - 1:
+            runs[-1] = (runs[-1][0], device.index, name)
+        else:
+            runs.append((device.index, device.index, name))
+    return ", ".join(f"{a}={name}" if a == b else f"{a}-{b} {name}" for a, b, name in runs) or "none"

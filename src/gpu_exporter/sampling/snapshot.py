@@ -27,7 +27,7 @@ class DeviceView:
     ``up`` is False once the backend reported the GPU lost; ``samples`` lists the GPU's entities
     (the GPU first, then its NVLinks and MIG instances) with only the values young enough to be
     served as current; ``stalled`` says the device's last read has not returned within one interval
-    (a hung call).
+    (a hung call); ``unsupported`` names the values the vendor does not support on it (absent, not 0).
     """
 
     identity: DeviceIdentity
@@ -37,6 +37,7 @@ class DeviceView:
     read_seconds: float | None = None
     raw: Samples = field(default_factory=dict)  # the vendor value behind each read sample
     down_reason: str = ""  # why a GPU that is not up is down (lost, vanished, refused, ...)
+    unsupported: tuple[str, ...] = ()  # the families it lacks (the vendor said unsupported), as the memo names them
 
     @property
     def entity(self) -> Entity:
@@ -75,7 +76,7 @@ class SelfStats:
     version: str
     backend: str
     backend_up: bool
-    backend_reason: str
+    backend_reason: str  # a word, for gpu_exporter_backend_info{reason}
     interval_seconds: float
     cycle_seconds: float | None = None
     last_success_timestamp: float | None = None
@@ -84,6 +85,7 @@ class SelfStats:
     collectors: Mapping[str, CollectorStatus] = field(default_factory=dict)
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
     not_served: Mapping[str, int] = field(default_factory=dict)  # reason → vendor fields not asked
+    backend_problem: str = ""  # why the backend is down, in words with the fix ("" while it is up)
 
 
 @dataclass(frozen=True)

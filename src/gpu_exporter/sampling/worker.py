@@ -19,8 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gpu_exporter.backends.base import DeviceLost
 
-# The logger keeps its name from before the package layout: log lines print it and users filter on it.
-log = logging.getLogger("gpu_exporter.worker")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

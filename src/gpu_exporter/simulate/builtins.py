@@ -54,8 +54,17 @@ def resolve(value: str) -> str:
     if value in BUILTINS:
         return builtin_path(value)
     names = ", ".join(BUILTINS)
+    if os.path.isdir(value):
+        raise ValueError(f"a scenario file or a built-in scenario ({names}): {value} is a directory")
+    if not os.path.exists(value):
+        where = "" if os.path.isabs(value) else f" (looked for {os.path.abspath(value)})"
+        builtin = "" if os.sep in value or "." in value else f"there is no built-in scenario {value!r} and "
+        raise ValueError(
+            f"a built-in scenario ({names}) or a scenario file that exists: "
+            f"{builtin}the file {value} does not exist{where}"
+        )
     if not os.path.isfile(value):
-        raise ValueError(f"a built-in scenario ({names}) or a scenario file; {value!r} is neither")
+        raise ValueError(f"a scenario file or a built-in scenario ({names}): {value} is not a regular file")
     try:
         with open(value, "rb") as handle:
             data = handle.read(MAX_BYTES + 1)

@@ -1,6 +1,6 @@
 """Host-level entry points: init and shutdown, error strings, driver and CUDA versions, process
 names, device enumeration and look-ups, and the event sets that deliver scripted Xids
-(``gpuN.xid = code@seconds,...``, each once per process, never for a lost GPU)."""
+(``gpuN.xid = code@seconds,...``, each once per process; of a lost GPU, only those due by its loss)."""
 
 from __future__ import annotations
 
@@ -202,7 +202,9 @@ def register_events(lib: Library, symbol: str, handle: Any, types: Any, event_se
 
 
 def _next_xid(lib: Library, event_set: EventSet, t: float) -> tuple[int, int, int] | None:
-    """The earliest due, undelivered Xid of a present, not-lost GPU registered on the set."""
+    """The earliest due, undelivered Xid of a present GPU registered on the set. A GPU with ``lost_after``
+    posts the Xids due up to the instant of its loss, and they wait in the set after it, as a driver
+    posts Xid 79 while the GPU falls off the bus; one due after the loss is never posted."""
     s = lib.now()
     best: tuple[int, int, int] | None = None
     for gpu in range(lib.device_count(s, t)):
@@ -210,7 +212,7 @@ def _next_xid(lib: Library, event_set: EventSet, t: float) -> tuple[int, int, in
             continue
         lost_after = lib.float_value(f"gpu{gpu}.lost_after", s.get(f"gpu{gpu}.lost_after"), t)
         listed = s.get(f"gpu{gpu}.xid")
-        if (lost_after is not None and t >= lost_after) or listed is None:
+        if listed is None:
             continue
         for item in listed.split(","):
             code_text, at, when_text = item.partition("@")
@@ -221,7 +223,7 @@ def _next_xid(lib: Library, event_set: EventSet, t: float) -> tuple[int, int, in
             if code is None or when is None:
                 continue
             due = int(when * 1e6)
-            if when > t or (gpu, code, due) in lib.delivered:
+            if when > t or (lost_after is not None and when > lost_after) or (gpu, code, due) in lib.delivered:
                 continue
             if best is None or due < best[2]:
                 best = (gpu, code, due)

@@ -36,6 +36,7 @@ table{width:100%;border-collapse:collapse;font-size:.8rem;margin-top:.3rem}td,th
 th{color:var(--muted);font-weight:normal}.spark{display:flex;gap:.4rem;margin-top:.3rem}
 .spark figure{margin:0;flex:1}.spark figcaption{font-size:.7rem;color:var(--muted)}
 svg{width:100%;height:28px}polyline{fill:none;stroke:var(--line);stroke-width:1.5}
+.lacks{margin-top:.3rem;font-size:.8rem;color:var(--muted)}.lacks summary{cursor:pointer}
 .tag{color:var(--warn)}.simulated{background:var(--warn);color:#000;font-weight:700;padding:.3rem .6rem;
 border-radius:4px;margin:0 0 .5rem}.allclear{color:var(--ok)}
 footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
@@ -44,7 +45,10 @@ footer{margin-top:1rem;color:var(--muted)}a{color:var(--line)}
 _SCRIPT = """
 (function(){var main=document.querySelector('main');var ms=Math.min(15000,Math.max(2000,%d));
 function tick(){fetch('?fragment=cards',{cache:'no-store'}).then(function(r){return r.ok?r.text():null})
-.then(function(t){if(t!==null){main.innerHTML=t;document.body.dataset.updated=String(Date.now());}})
+.then(function(t){if(t===null)return;var open=[].map.call(main.querySelectorAll('details[open]'),
+function(d){return d.closest('section').id;});main.innerHTML=t;open.forEach(function(id){
+var d=document.getElementById(id);d=d&&d.querySelector('details');if(d)d.open=true;});
+document.body.dataset.updated=String(Date.now());})
 .catch(function(){}).finally(function(){setTimeout(tick,ms);});}
 setTimeout(tick,ms);})();
 """
@@ -102,8 +106,9 @@ def _processes(card: Card) -> str:
     rows = []
     for proc in card["processes"]:
         where = proc["pod"] and f"{proc['namespace']}/{proc['pod']}" or (proc["job"] and f"job {proc['job']}") or ""
+        pid = "other" if proc["pid"] is None else proc["pid"]  # None: the processes folded past the limit
         rows.append(
-            f"<tr><td>{_e(proc['pid'])}</td><td>{_e(proc['name'] or '?')}</td><td>{_e(proc['user'] or '?')}</td>"
+            f"<tr><td>{_e(pid)}</td><td>{_e(proc['name'] or '?')}</td><td>{_e(proc['user'] or '?')}</td>"
             f"<td>{_e(_num(proc['memory_used_bytes'], GIB, 1, ' GiB'))}</td><td>{_e(where)}</td></tr>"
         )
     return (
@@ -175,6 +180,12 @@ def card_html(card: Card) -> str:
     if card["allocations"]:
         parts.append(_row("Allocated to", ", ".join(card["allocations"]), "allocations"))
     parts.append(_processes(card))
+    lacks = card.get("unsupported") or []
+    if lacks:  # absent, not 0: which values and why, one click away
+        parts.append(
+            f"<details class='lacks'><summary>{len(lacks)} value(s) not supported here (absent from /metrics, "
+            f"not 0)</summary>{_e(', '.join(lacks))}</details>"
+        )
     history = card.get("history") or {}
     if history:
         parts.append(
@@ -188,10 +199,15 @@ def card_html(card: Card) -> str:
     return "".join(parts)
 
 
+def problem(status: dict[str, Any]) -> str:
+    """Why the backend is down, in words with the fix (its reason word where no words came with it)."""
+    return str(status.get("backend_problem") or status["backend_reason"])
+
+
 def cards_html(status: dict[str, Any]) -> str:
     """The inside of ``<main>``: every card, or a line saying why there is none."""
     if not status["gpus"]:
-        reason = "no GPU found" if status["backend_up"] else f"backend down: {status['backend_reason']}"
+        reason = "no GPU found" if status["backend_up"] else f"backend down: {problem(status)}"
         return f"<p class='empty'>{_e(reason)}; run gpu-exporter doctor on this host to see why and how to fix it</p>"
     return "".join(card_html(card) for card in status["gpus"])
 
@@ -205,7 +221,7 @@ def _simulated(status: dict[str, Any]) -> str:
 
 def page(status: dict[str, Any], metrics_path: str) -> str:
     """The whole document."""
-    state = "up" if status["backend_up"] else f"down ({status['backend_reason']})"
+    state = "up" if status["backend_up"] else f"down: {problem(status).partition(': ')[0]}"
     interval_ms = int(1000 * float(status["interval_seconds"]))
     count = len(status["gpus"])
     cards = f"{count} card" if count == 1 else f"{count} cards"

@@ -29,7 +29,8 @@ def _process(proc: dict[str, Any]) -> str:
     name = _clean(proc["name"] or "?")
     user = _clean(proc["user"] or "?")
     where = f",{_clean(proc['pod'])}" if proc["pod"] else f",job {_clean(proc['job'])}" if proc["job"] else ""
-    return f"{name}/{_clean(proc['pid'])}({user},{_n(proc['memory_used_bytes'], MIB)}M{where})"
+    pid = "other" if proc["pid"] is None else proc["pid"]  # None: the processes folded past the limit
+    return f"{name}/{_clean(pid)}({user},{_n(proc['memory_used_bytes'], MIB)}M{where})"
 
 
 def render(status: dict[str, Any], color: bool = False) -> str:
@@ -38,7 +39,8 @@ def render(status: dict[str, Any], color: bool = False) -> str:
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
 
-    state = "" if status["backend_up"] else f" (backend down: {_clean(status['backend_reason'])})"
+    why = str(status.get("backend_problem") or status["backend_reason"]).partition(": ")[0]
+    state = "" if status["backend_up"] else f" (backend down: {_clean(why)})"
     lines = [
         f"{paint(_BOLD, _clean(status['hostname']))}  {time.strftime('%Y-%m-%d %H:%M:%S')}  "
         f"driver {_clean(status['driver_version'] or '?')}  CUDA {_clean(status['cuda_version'] or '?')}  "

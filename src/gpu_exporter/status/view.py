@@ -2,7 +2,8 @@
 
 Every value is in the catalogue's base units (ratios, bytes, watts, hertz, degrees Celsius) and is
 ``None`` where the snapshot has no sample: absence stays absence, never 0. ``problems`` lists in
-words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, ECC, row remapping).
+words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, ECC, row remapping);
+``backend_problem`` says in words why the backend is down.
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def _get(values: Mapping[str, float], key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _count(values: Mapping[str, float], key: str) -> int | None:
+    """A whole number (a PCIe generation or width, a count) as an int, None where absent."""
+    value = values.get(key)
+    return None if value is None else round(value)
+
+
+def _pid(labels: Mapping[str, str]) -> int | None:
+    """The process id as a number; None for the ``pid="other"`` row that folds the processes past the limit."""
+    pid = labels.get("pid", "")
+    return int(pid) if pid.isdigit() else None
+
+
 def _labels(entity: Entity) -> dict[str, str]:
     return dict(entity.labels)
 
@@ -64,12 +77,12 @@ def _processes(device: DeviceView, parent: Entity) -> list[dict[str, Any]]:
         labels = _labels(entity)
         rows.append(
             {
-                "pid": labels.get("pid", ""),
+                "pid": _pid(labels),
                 "name": labels.get("process", ""),
                 "user": labels.get("user", ""),
                 "memory_used_bytes": _get(values, keys.PROCESS_MEMORY_USED),
                 "sm_utilization_ratio": _get(values, keys.PROCESS_SM_UTILIZATION),
-                "processes": _get(values, keys.PROCESSES),
+                "processes": _count(values, keys.PROCESSES),
                 "namespace": labels.get("namespace", ""),
                 "pod": labels.get("pod", ""),
                 "container": labels.get("container", ""),
@@ -121,21 +134,23 @@ def _card(device: DeviceView, entity: Entity, values: Mapping[str, float], title
         "sm_clock_max_hertz": _get(values, keys.SM_CLOCK_MAX),
         "memory_clock_hertz": _get(values, keys.MEMORY_CLOCK),
         "memory_clock_max_hertz": _get(values, keys.MEMORY_CLOCK_MAX),
-        "pcie_generation": _get(values, keys.PCIE_GENERATION),
-        "pcie_generation_max": _get(values, keys.PCIE_GENERATION_MAX),
-        "pcie_width": _get(values, keys.PCIE_WIDTH),
-        "pcie_width_max": _get(values, keys.PCIE_WIDTH_MAX),
+        "pcie_generation": _count(values, keys.PCIE_GENERATION),
+        "pcie_generation_max": _count(values, keys.PCIE_GENERATION_MAX),
+        "pcie_width": _count(values, keys.PCIE_WIDTH),
+        "pcie_width_max": _count(values, keys.PCIE_WIDTH_MAX),
         # None (unknown) where no clock-event value was read (a lost GPU, an unsupported call): not "none"
         "clock_events": [REASON_WORDS.get(name, name) for name in reasons] if _has_clock_events(values) else None,
         "throttled": [REASON_WORDS.get(name, name) for name in reasons if name in THROTTLES],
         "ecc_enabled": _get(values, keys.ECC_MODE),
-        "ecc_uncorrected_volatile": _get(values, _ECC_UNCORRECTED_VOLATILE),
-        "ecc_corrected_volatile": _get(values, _ECC_CORRECTED_VOLATILE),
+        "ecc_uncorrected_volatile": _count(values, _ECC_UNCORRECTED_VOLATILE),
+        "ecc_corrected_volatile": _count(values, _ECC_CORRECTED_VOLATILE),
         "row_remap_pending": _get(values, keys.ROW_REMAP_PENDING),
         "row_remap_failed": _get(values, keys.ROW_REMAP_FAILED),
         "processes": _processes(device, entity),
         "allocations": _allocations(device, entity),
         "xid": None,
+        # the values the vendor does not support on this GPU (absent from /metrics, not 0), by family
+        "unsupported": list(device.unsupported) if entity.kind == "gpu" else [],
     }
     return card
 
@@ -244,7 +259,9 @@ def status(
         "version": stats.version,
         "backend": stats.backend,
         "backend_up": stats.backend_up,
-        "backend_reason": stats.backend_reason,
+        "backend_reason": stats.backend_reason,  # a word, as gpu_exporter_backend_info{reason} has it
+        # why the backend is down in words, with the fix ("library_not_found" is "libnvidia-ml.so.1 not found: ...")
+        "backend_problem": stats.backend_problem or None,
         # --simulate: what is simulated (no GPU is read), else None
         "simulated": stats.backend_reason.removeprefix(SIMULATED)
         if stats.backend_reason.startswith(SIMULATED)

@@ -23,8 +23,7 @@ from gpu_exporter.backends.dcgm.values import FE_GPU, FI_UUID, Blank, decode
 from gpu_exporter.backends.dcgm.watches import Watches
 from gpu_exporter.catalogue import MetricSpec
 
-# The backend module's logger name, as before these methods moved here: log lines print it.
-log = logging.getLogger("gpu_exporter.backends.dcgm.backend")
+log = logging.getLogger(__name__)
 
 #: What ``probe`` asks every GPU for to see that DCGM answers GPU values: UUID, temperature, power,
 #: GPU utilisation, framebuffer used (device fields every release knows; no global field).

@@ -17,8 +17,7 @@ from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import FE_LINK
 from gpu_exporter.backends.dcgm.watches import Watches
 
-# The backend module's logger name, as before these methods moved here: log lines print it.
-log = logging.getLogger("gpu_exporter.backends.dcgm.backend")
+log = logging.getLogger(__name__)
 
 
 class Discovery(Connection):

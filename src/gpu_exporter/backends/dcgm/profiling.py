@@ -22,8 +22,7 @@ from gpu_exporter.backends.dcgm.groups import Groups
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_GPU_CI
 from gpu_exporter.catalogue import MetricSpec
 
-# The watches module's logger name, as before these methods moved here: log lines print it.
-log = logging.getLogger("gpu_exporter.backends.dcgm.watches")
+log = logging.getLogger(__name__)
 
 #: How often a profiling watch that failed (lock held, no permission) is tried again.
 PROFILING_RETRY_SECONDS = 60.0

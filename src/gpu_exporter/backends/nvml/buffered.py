@@ -16,8 +16,7 @@ from gpu_exporter.backends.nvml.samples import BUFFERED, NO_SAMPLES, REDUCED, Sa
 from gpu_exporter.backends.nvml.samples import CALL as SAMPLES_CALL
 from gpu_exporter.model import Entity
 
-# Its lines were the NVML backend's before it had a module of its own: they keep the backend's logger name.
-log = logging.getLogger("gpu_exporter.backends.nvml")
+log = logging.getLogger(__name__)
 
 
 class BufferedReads:
@@ -98,7 +97,7 @@ class BufferedReads:
             return None
         if samples is None:
             self.buffers.unsupported(device.uuid, kind)
-            log.info(
+            log.debug(  # nothing is missing (the point call answers): a detail, not news at start-up
                 "GPU %d (%s): the driver keeps no samples of type %d (%s): %s is read by its point call",
                 device.index, device.name, kind, why, row.spec.name,
             )  # fmt: skip

@@ -40,29 +40,36 @@ BRANDS: dict[int, str] = {
     16: "Titan RTX",
 }
 
-# Init failures → (reason, what the operator should do).
-_INIT_HINTS: dict[int, tuple[str, str]] = {
+# Init failures → (reason, what went wrong, what the operator should do on a host).
+_INIT_HINTS: dict[int, tuple[str, str, str]] = {
     pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
         "library_not_found",
-        "libnvidia-ml.so.1 not found: install the NVIDIA driver, or in a container run with the NVIDIA "
-        "container toolkit (docker --gpus all, or runtimeClassName: nvidia on Kubernetes)",
+        "libnvidia-ml.so.1 not found",
+        "install the NVIDIA driver, or in a container run with the NVIDIA container toolkit (docker --gpus all, "
+        "or runtimeClassName: nvidia on Kubernetes)",
     ),
     pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
         "driver_not_loaded",
-        "the NVIDIA kernel driver is not loaded: check 'lsmod | grep nvidia' and dmesg, then load it "
-        "(modprobe nvidia) or reinstall the driver",
+        "the NVIDIA kernel driver is not loaded",
+        "check 'lsmod | grep nvidia' and dmesg, then load it (modprobe nvidia) or reinstall the driver",
     ),
     pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
         "version_mismatch",
-        "libnvidia-ml.so.1 and the loaded kernel module are different driver versions (usually after a "
-        "driver upgrade): reboot, or reload the nvidia kernel modules",
+        "libnvidia-ml.so.1 and the loaded kernel module are different driver versions (usually after a driver upgrade)",
+        "reboot, or reload the nvidia kernel modules",
     ),
     pynvml.NVML_ERROR_NO_PERMISSION: (
         "no_permission",
-        "no permission to open /dev/nvidia*: run as root or as a member of the group owning /dev/nvidiactl; "
-        "in a container, expose the devices (docker --gpus all, or the NVIDIA device plugin)",
+        "no permission to open /dev/nvidia*",
+        "run as root or as a member of the group owning /dev/nvidiactl; in a container, expose the devices "
+        "(docker --gpus all, or the NVIDIA device plugin)",
     ),
 }
+#: The fix, in place of the host's, in a container that was given no NVIDIA device nodes.
+CONTAINER_FIX = (
+    "this looks like a container without /dev/nvidia* device nodes: run it with the NVIDIA container toolkit "
+    "(docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use runtimeClassName: nvidia"
+)
 
 
 def _in_container_without_devices() -> bool:
@@ -74,18 +81,15 @@ def _in_container_without_devices() -> bool:
 
 
 def init() -> None:
-    """``nvmlInit``; raises BackendUnavailable with the reason and the fix."""
+    """``nvmlInit``; raises BackendUnavailable with the reason and a message "what went wrong: the fix"
+    (one fix: a container's where the container lacks the devices, else the host's)."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as err:
-        reason, hint = _INIT_HINTS.get(err.value, ("init_failed", f"nvmlInit failed: {err}"))
+        reason, what, fix = _INIT_HINTS.get(err.value, ("init_failed", f"nvmlInit failed ({err})", ""))
         if reason in ("library_not_found", "driver_not_loaded", "no_permission") and _in_container_without_devices():
-            hint += (
-                "; this looks like a container without /dev/nvidia* device nodes: run it with the NVIDIA "
-                "container toolkit (docker --gpus all) or, on Kubernetes, request nvidia.com/gpu or use "
-                "runtimeClassName: nvidia"
-            )
-        raise BackendUnavailable(reason, hint) from err
+            fix = CONTAINER_FIX
+        raise BackendUnavailable(reason, f"{what}: {fix}" if fix else what) from err
 
 
 def _system(call: Callable[[], Any]) -> str:

@@ -8,11 +8,15 @@ From the repository root, with the project venv::
     .venv/bin/python -m bench.hostile                  # 120 s, writes bench/results/hostile.json
     .venv/bin/python -m bench.hostile --seconds 30     # a short run
 
-The attack, all from this process on 127.0.0.1: 200 TLS clients that ask for /metrics (valid
+The attack, all from this process: from 127.0.0.1, 200 TLS clients that ask for /metrics (valid
 credentials, identity encoding, 4 KiB receive buffer), read one byte and never again (reopened as
-the exporter closes them); rounds of 100 connections that send one byte of a ClientHello and close;
-64 keep-alive TLS connections sending a new wrong password as soon as each answer comes. The churn:
-each GPU has 8 processes whose pids change every second.
+the exporter closes them) and rounds of 100 connections that send one byte of a ClientHello and
+close; from 127.0.0.3, 3,000 connections that send one byte of a ClientHello and nothing more,
+each reopened as soon as the exporter closes it (issue 40); from 100 addresses (127.0.2.x), 600
+keep-alive TLS connections sending a new wrong password as soon as each answer comes. The churn:
+each GPU has 8 processes whose pids change every second. The honest scraper asks from 127.0.0.2,
+a new connection each time, and every 5 s a user never seen before logs in for the first time from
+an address of its own (127.0.3.x).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import json
+import multiprocessing
 import socket
 import ssl
 import subprocess
@@ -38,10 +43,16 @@ from bench import procfs
 from bench.scenarios import Size, write
 from bench.systems import REPO, Running, _child_env, _popen, free_port
 from tests.fakenvml.build import build
+from tests.flood import Flood, fresh_scrape
 
 SLOW_READERS = 200
 ABORT_ROUND = 100
-WRONG_PASSWORDS = 64
+WRONG_PASSWORDS = 600
+WRONG_ADDRESSES = 100
+HANDSHAKE_FLOOD = 3000
+FIRST_LOGINS = 40  # users "first-N", each logging in once, one every FIRST_LOGIN_EVERY seconds
+FIRST_LOGIN_EVERY = 5.0
+HONEST = "127.0.0.2"
 RESULT = REPO / "bench" / "results" / "hostile.json"
 
 
@@ -70,9 +81,11 @@ def _certs(work: Path) -> None:
 def _start(work: Path, fake: Path, scenario: Path) -> Running:
     _certs(work)
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(10)).decode()
+    first = bcrypt.hashpw(b"first-login", bcrypt.gensalt(10)).decode()  # one hash: bcrypt checks each anyway
+    users = "".join(f"  first-{n}: '{first}'\n" for n in range(FIRST_LOGINS))
     web = work / "web.yml"
     web.write_text(f"tls_server_config: {{cert_file: server.crt, key_file: server.key}}\n"
-                   f"basic_auth_users: {{prometheus: '{hashed}'}}\n")  # fmt: skip
+                   f"basic_auth_users:\n  prometheus: '{hashed}'\n{users}")  # fmt: skip
     port = free_port()
     command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}",
                "--collect-interval", "1s", "--backend", "nvml", "--web.config.file", str(web),
@@ -127,7 +140,8 @@ def _wrong_passwords(port: int, context: ssl.SSLContext, stop: threading.Event, 
         attempt = 0
         while not stop.is_set():
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+                source = f"127.0.2.{1 + index % WRONG_ADDRESSES}"
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, local_addr=(source, 0))
             except OSError:
                 await asyncio.sleep(0.1)
                 continue
@@ -176,45 +190,79 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
                     raise RuntimeError(f"gpu-exporter did not start:\n{running.log_tail()}")
                 time.sleep(0.2)
             rss_idle = procfs.rss_bytes(running.pid)
-            stop = threading.Event()
-            aborted, wrong = [0], [0]
-            attackers = [
-                threading.Thread(target=_slow_readers, args=(running.port, context, stop), daemon=True),
-                threading.Thread(target=_aborts, args=(running.port, stop, aborted), daemon=True),
-                threading.Thread(target=_wrong_passwords, args=(running.port, context, stop, wrong), daemon=True),
-            ]
-            for attacker in attackers:
-                attacker.start()
+            # The attack runs in a process of its own: in this one its threads would starve the honest
+            # scraper of the interpreter, and the figures would be the benchmark's, not the exporter's.
+            spawn = multiprocessing.get_context("spawn")
+            stop, counts = spawn.Event(), spawn.Array("q", 3)
+            attack = spawn.Process(target=_attack, args=(running.port, str(work / "server.crt"), stop, counts))
+            attack.start()
             scrapes: list[dict[str, Any]] = []
+            logins: list[dict[str, Any]] = []
             samples: list[dict[str, Any]] = []
             started = time.monotonic()
             while time.monotonic() - started < seconds:
                 began = time.monotonic()
-                status: int | str
-                try:
-                    answer = httpx.get(url, verify=context, auth=("prometheus", "s3cret"), timeout=10)
-                    status = answer.status_code
-                except httpx.HTTPError as err:
-                    status = type(err).__name__
-                scrapes.append({"t_s": round(began - started, 1), "seconds": round(time.monotonic() - began, 3),
-                                "status": status})  # fmt: skip
+                honest = _timed(url, HONEST, context, "prometheus", "s3cret")
+                scrapes.append({"t_s": round(began - started, 1), **honest})
+                if len(logins) < min(FIRST_LOGINS, (began - started) // FIRST_LOGIN_EVERY):
+                    n = len(logins)
+                    first = _timed(url, f"127.0.3.{1 + n}", context, f"first-{n}", "first-login")
+                    logins.append({"t_s": round(time.monotonic() - started, 1), **first})
                 samples.append({"t_s": round(time.monotonic() - started, 1), "rss_bytes": procfs.rss_bytes(running.pid),
                                 "cpu_s": round(procfs.cpu_seconds(running.pid), 2)})  # fmt: skip
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
             peak = _peak(running.pid)
             stop.set()
-            for attacker in attackers:
-                attacker.join(40)
+            attack.join(60)
+            if attack.is_alive():
+                attack.kill()
+            aborted, wrong, closed = list(counts)
         finally:
             running.stop()
     ok = [s["seconds"] for s in scrapes if s["status"] == 200]
+    first_ok = [s["seconds"] for s in logins if s["status"] == 200]
     return {
+        "first_logins": len(logins), "first_logins_ok": len(first_ok), "first_login_max_s": max(first_ok, default=0.0),
+        "handshake_flood_closed": closed, "logins": logins,
         "seconds": seconds, "gpus": gpus, "rss_idle_bytes": rss_idle, "rss_peak_bytes": peak,
         "rss_last_bytes": samples[-1]["rss_bytes"] if samples else 0, "valid_scrapes": len(scrapes),
         "valid_ok": len(ok), "valid_max_s": max(ok, default=0.0),
         "valid_p99_s": sorted(ok)[max(0, int(len(ok) * 0.99) - 1)] if ok else 0.0,
-        "aborted_handshakes": aborted[0], "wrong_password_answers": wrong[0], "scrapes": scrapes, "samples": samples,
+        "aborted_handshakes": aborted, "wrong_password_answers": wrong, "scrapes": scrapes, "samples": samples,
     }  # fmt: skip
+
+
+def _attack(port: int, cafile: str, stop: Any, counts: Any) -> None:
+    """Every attack at once until ``stop`` is set (in a process of its own); ``counts``: aborted
+    handshakes, wrong-password answers, handshake-flood connections the exporter closed."""
+    context = ssl.create_default_context(cafile=cafile)
+    done = threading.Event()
+    aborted, wrong = [0], [0]
+    attackers = [
+        threading.Thread(target=_slow_readers, args=(port, context, done), daemon=True),
+        threading.Thread(target=_aborts, args=(port, done, aborted), daemon=True),
+        threading.Thread(target=_wrong_passwords, args=(port, context, done, wrong), daemon=True),
+    ]
+    with Flood(port, HANDSHAKE_FLOOD, source="127.0.0.3", hello=b"\x16") as flood:
+        for attacker in attackers:
+            attacker.start()
+        stop.wait()
+        done.set()
+        closed = flood.closed
+    for attacker in attackers:
+        attacker.join(40)
+    counts[0], counts[1], counts[2] = aborted[0], wrong[0], closed
+
+
+def _timed(url: str, source: str, context: ssl.SSLContext, user: str, password: str) -> dict[str, Any]:
+    """One request on a new connection from ``source``: its time and status (or the error's name)."""
+    began = time.monotonic()
+    status: int | str
+    try:
+        status = fresh_scrape(url, source, context, auth=(user, password)).status_code
+    except httpx.HTTPError as err:
+        status = type(err).__name__
+    return {"seconds": round(time.monotonic() - began, 3), "status": status}
 
 
 def _peak(pid: int) -> int:
@@ -234,7 +282,9 @@ def main() -> None:
     mib = 1024 * 1024
     print(f"valid scrapes {result['valid_ok']}/{result['valid_scrapes']} ok, max {result['valid_max_s']:.2f} s, "
           f"p99 {result['valid_p99_s']:.2f} s; RSS idle {result['rss_idle_bytes'] / mib:.0f} MiB, peak "
-          f"{result['rss_peak_bytes'] / mib:.0f} MiB, last {result['rss_last_bytes'] / mib:.0f} MiB; "
+          f"{result['rss_peak_bytes'] / mib:.0f} MiB, last {result['rss_last_bytes'] / mib:.0f} MiB; first logins "
+          f"{result['first_logins_ok']}/{result['first_logins']} ok, max {result['first_login_max_s']:.2f} s; "
+          f"{result['handshake_flood_closed']} flood connections closed; "
           f"{result['aborted_handshakes']} aborted handshakes, {result['wrong_password_answers']} wrong-password "
           f"answers")  # fmt: skip
 

@@ -31,7 +31,7 @@ from gpu_exporter.config import CONFIG_FILE_ENV, CONFIG_FILE_FLAG, OPTIONS, Conf
 from gpu_exporter.files import FileProblem, quote, read_text
 from gpu_exporter.http.server import BindError, Server, bound_address, listen
 from gpu_exporter.http.webconfig import WebConfigError, WebConfigSource
-from gpu_exporter.logs import flush_repeats, setup
+from gpu_exporter.logs import LIMITED, flush_repeats, setup
 
 USAGE_ERROR = 2
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
         restart = [flags.get(name, name) for name in changed if name not in LIVE]
         if restart:
             log.warning("changed settings that need a restart to apply: %s", ", ".join(restart))
-        log.info("reload done")
+        log.info("reload done", extra=LIMITED)
 
     return reload
 

@@ -1,6 +1,7 @@
 """Logging setup: one line per record, as logfmt-style text or JSON, on standard error.
 
-Repeated warnings and errors are aggregated so that no client, file or fault can flood the log: of the records
+Repeated warnings and errors, and info records marked :data:`LIMITED`, are aggregated so that no
+client, file, signal or fault can flood the log: of the records
 sharing a logger and a message template, the first :data:`BURST` in each :data:`WINDOW` seconds are
 printed; the rest are counted and reported in one line ("… N more like it …") by the next printed
 record of that kind or by :func:`flush_repeats`, which the server calls periodically.
@@ -15,6 +16,9 @@ import threading
 import time
 from typing import Any
 
+#: ``extra`` for an info or debug record that an outside party can repeat at will (a signal, a
+#: server's answer): aggregated as warnings are.
+LIMITED = {"limited": True}
 #: Records of one kind printed per window before the rest are only counted.
 BURST = 10
 #: Seconds in a window of :class:`RepeatFilter`.
@@ -58,7 +62,9 @@ class RepeatFilter(logging.Filter):
         self._kinds: dict[tuple[str, str], list[Any]] = {}  # → [window start, printed, suppressed]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or getattr(record, "_summary", False):
+        if getattr(record, "_summary", False):
+            return True
+        if record.levelno < logging.WARNING and not getattr(record, "limited", False):
             return True
         key = (record.name, str(record.msg))
         now = time.monotonic()

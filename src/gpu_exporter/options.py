@@ -53,7 +53,7 @@ def _interval_or_off(value: str) -> float:
 
 def _integer(low: int, high: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
-        if not value.strip().isdigit() or not low <= int(value) <= high:
+        if not (value.strip().isascii() and value.strip().isdigit()) or not low <= int(value) <= high:
             raise ValueError(f"a whole number from {low} to {high}")
         return int(value)
 
@@ -70,7 +70,7 @@ def _listen_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
     # Port 0 asks the kernel for a free port; the "listening on" start-up line names the one it gave
     # (tests bind port 0 and read it there, so no port is chosen by one process and bound by another).
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
         raise ValueError("HOST:PORT or :PORT with a port from 0 (any free port) to 65535, e.g. :9400 or 127.0.0.1:9400")
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
         raise ValueError("an IPv6 host in brackets, e.g. [::1]:9400")
@@ -307,8 +307,8 @@ OPTIONS: tuple[Option, ...] = (
            "BOOL",
            switch=True),
     Option("--web.max-connections", "max_connections", ("web", "max-connections"), _integer(8, 65536),
-           "Most open HTTP connections, further capped below the file limit; at the cap the longest-idle "
-           "connection is closed (default 512).", "N"),
+           "Most open HTTP connections, further capped below the file limit; one source address holds at "
+           "most a quarter of them, and at the cap the address holding the most gives way (default 512).", "N"),
     Option("--web.read-header-timeout", "header_timeout", ("web", "read-header-timeout"), _timeout(0.5, 300.0),
            "Time a new connection has to complete its TLS handshake and request headers (default 10s).",
            "DURATION"),

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.flood import fresh_scrape
 from tests.harness import SCENARIOS
 from tests.webtls import launch, open_fds
 
@@ -173,9 +174,10 @@ def _log_lines(text: str) -> int:
 def test_slow_and_idle_clients_under_a_1024_file_limit(
     fakenvml_dir: Path, tmp_path: Path, sockets: list[socket.socket]
 ) -> None:
-    """1100 connections that never finish their headers, under prlimit --nofile=1024: fresh scrapes
-    are still answered (the longest-idle connection is shed at the cap), the stalled ones are closed
-    after the header timeout, the log stays small and the exporter's fds return to where they were."""
+    """1100 connections from one address that never finish their headers, under prlimit
+    --nofile=1024: fresh scrapes from another address are still answered (the flooding address holds
+    its share of the cap), the stalled ones are closed after the header timeout, the log stays small
+    and the exporter's fds return to where they were."""
     exporter = launch(fakenvml_dir, tmp_path, "--web.read-header-timeout", "4s", "--collect-interval", "1h",
                       prefix=("prlimit", "--nofile=1024:1024"))  # fmt: skip
     try:
@@ -187,7 +189,7 @@ def test_slow_and_idle_clients_under_a_1024_file_limit(
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" if index % 2 else b"G")
             slow.append(sock)
         started = time.monotonic()
-        response = httpx.get(exporter.url + "/metrics", timeout=10)
+        response = fresh_scrape(exporter.url + "/metrics", "127.0.0.2")
         assert response.status_code == 200 and "gpu_power_watts{" in response.text
         assert time.monotonic() - started < 10
         # Past the 4 s header timeout every stalled connection is closed: each recv waits for its end (EOF),
@@ -280,20 +282,22 @@ def _one_line(err: Exception) -> None:
 def test_out_of_file_descriptors_below_the_cap(
     fakenvml_dir: Path, tmp_path: Path, sockets: list[socket.socket]
 ) -> None:
-    """Under a file limit so small that accept() fails (EMFILE) before the connection cap is reached:
-    the idle connections are shed so a fresh scrape is answered, the accept errors are one line per
-    10 s with a count, and the accept loop does not spin."""
+    """Under a file limit so small that accept() fails (EMFILE) before the connection cap is reached
+    (20 stalled connections from 5 addresses, each within its share): the biggest holder's idle
+    connections are shed so a fresh scrape is answered, the accept errors are one line per 10 s
+    with a count, and the accept loop does not spin."""
     exporter = launch(fakenvml_dir, tmp_path, "--collect-interval", "1h", "--web.read-header-timeout", "30s",
                       prefix=("prlimit", "--nofile=14:14"))  # fmt: skip
     try:
         stalled = sockets
-        for _ in range(20):
-            sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10)
+        for index in range(20):
+            sock = socket.create_connection(("127.0.0.1", exporter.port), timeout=10,
+                                            source_address=(f"127.0.0.{3 + index % 5}", 0))  # fmt: skip
             sock.sendall(b"G")
             stalled.append(sock)
         cpu_before = _cpu_ticks(exporter.process.pid)
         started = time.monotonic()
-        assert httpx.get(exporter.url + "/metrics", timeout=10).status_code == 200
+        assert fresh_scrape(exporter.url + "/metrics", "127.0.0.2").status_code == 200
         assert time.monotonic() - started < 5
         time.sleep(2)  # the window the CPU time is measured over, not a wait for an event
         assert _cpu_ticks(exporter.process.pid) - cpu_before < 150  # well under a CPU-second: no busy loop

@@ -30,9 +30,10 @@ def test_clients_that_never_read_share_the_response(fakenvml_dir: Path, tmp_path
         size = len(exporter.get("/metrics", headers={"Accept-Encoding": "identity"}).content)
         assert size > 512 * 1024, size  # a response much larger than the write slice and socket buffers
         before = _rss(exporter.process.pid)
-        for _ in range(CLIENTS):
+        for index in range(CLIENTS):  # from 4 addresses: one holds at most a quarter of the connection cap
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.bind((f"127.0.0.{10 + index % 4}", 0))
             sock.settimeout(10)
             sock.connect(("127.0.0.1", exporter.port))
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n\r\n")

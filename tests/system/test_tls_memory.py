@@ -35,8 +35,10 @@ def _round(port: int, pid: int, baseline_fds: int) -> int:
     it has closed them all (its open descriptors are back to where they were)."""
     opened = []
     try:
-        for _ in range(CLIENTS):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        for index in range(CLIENTS):  # from 4 addresses: one holds at most a quarter of the connection cap
+            sock = socket.create_connection(
+                ("127.0.0.1", port), timeout=10, source_address=(f"127.0.0.{10 + index % 4}", 0)
+            )
             sock.sendall(b"\x16")
             opened.append(sock)
         deadline = time.monotonic() + 20

@@ -18,7 +18,7 @@ _POD = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?![0-9a-f])"
 )
 _CONTAINER = re.compile(r"(?:^|/|-)([0-9a-f]{64})(?:\.scope)?$")
-_JOB = re.compile(r"/job_(\d+)(?:/|$)")
+_JOB = re.compile(r"/job_([0-9]+)(?:/|$)")
 
 
 @dataclass(frozen=True)

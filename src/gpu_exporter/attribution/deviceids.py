@@ -30,9 +30,9 @@ GpuIds = tuple[int, str, tuple[tuple[int, int, str], ...]]
 GPU_RESOURCES = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
 MIG_PREFIX = "nvidia.com/mig-"
 
-_OLD_MIG = re.compile(r"mig-(gpu-[0-9a-f-]+)/(\d{1,4})/(\d{1,4})")
-_GKE = re.compile(r"nvidia(\d{1,4})(?:/gi(\d{1,4}))?")
-_INDEX = re.compile(r"(\d{1,4})(?::(\d{1,4}))?")
+_OLD_MIG = re.compile(r"mig-(gpu-[0-9a-f-]+)/([0-9]{1,4})/([0-9]{1,4})")
+_GKE = re.compile(r"nvidia([0-9]{1,4})(?:/gi([0-9]{1,4}))?")
+_INDEX = re.compile(r"([0-9]{1,4})(?::([0-9]{1,4}))?")
 
 
 def is_gpu_resource(resource: str, extra: frozenset[str] = frozenset()) -> bool:
@@ -44,7 +44,7 @@ def resolve(device_id: str, gpus: Sequence[GpuIds]) -> tuple[str, str]:
     """(GPU UUID, MIG UUID) that ``device_id`` names among ``gpus``; empty strings where it names none."""
     ident = device_id.strip()
     base, sep, replica = ident.rpartition("::")
-    if sep and replica.isdigit():
+    if sep and replica.isascii() and replica.isdigit():
         ident = base
     key = ident.lower()
     if key.startswith("gpu-"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^(\d+)(?:\.(\d+))?$")
+_NAME = re.compile(r"^([0-9]+)(?:\.([0-9]+))?$")
 _MAX_BYTES = 65536
 _MAX_JOBS = 64
 RESCAN_EVERY = 1.0

@@ -139,7 +139,7 @@ class Attributor:
         out: dict[Entity, dict[str, float]] = {}
         for entity, values in reading.raw.items():
             pid = dict(entity.labels).get("pid", "")
-            if entity.kind == "process" and pid.isdigit():
+            if entity.kind == "process" and pid.isascii() and pid.isdigit():
                 try:
                     facts = self._names.facts(int(pid))
                 except Exception as exc:  # noqa: BLE001 # one process's odd /proc entry costs it its names, no more

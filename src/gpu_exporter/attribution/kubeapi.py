@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_exporter.attribution.kubeletpods import PodName, pods_of
-from gpu_exporter.attribution.kubewatch import Watched, WatchStream
+from gpu_exporter.attribution.kubewatch import MAX_OBJECTS, Watched, WatchStream
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.attribution.resourceslices import EMPTY, Devices
 from gpu_exporter.attribution.resourceslices import parse as parse_slices
 
 log = logging.getLogger(__name__)
 
-MAX_OBJECTS = 20000
 PAGE = 500
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 #: ``token``: the token file is missing or unreadable; ``ca``: the CA file holds no certificate;

@@ -279,7 +279,7 @@ class KubeletPods(Refresher[KubeletPodsState, Mapping[str, PodName]]):
             if response.status != 200:
                 raise _Failure("http", f"HTTP {response.status} {response.reason}")
             length = response.getheader("Content-Length", "")
-            if length.isdigit() and int(length) > self._max_bytes:
+            if length.isascii() and length.isdigit() and int(length) > self._max_bytes:
                 raise _Failure("too_large", f"Content-Length {length} is over {self._max_bytes} bytes")
             chunks: list[bytes] = []
             size = 0

@@ -32,12 +32,15 @@ from typing import Any, TypeVar
 
 from gpu_exporter.attribution.bounded import body, decoded, lines
 from gpu_exporter.attribution.refresh import Failure, Refresher, SourceState
+from gpu_exporter.logs import LIMITED
 
 S = TypeVar("S", bound=SourceState)
 A = TypeVar("A")
 
 MAX_LINE = 4 * 1024 * 1024  # bytes: one event (a ResourceSlice of 128 devices is ~100 KiB)
 PUBLISH_EVERY = 0.5  # seconds: the least time between two publications of watched changes
+#: The most objects of one kind held from a list or a watch (a node runs at most a few hundred pods).
+MAX_OBJECTS = 20000
 MAX_PAGE_BYTES = 16 * 1024 * 1024  # bytes: one list page, decompressed (500 pods with managedFields: ~10 MiB)
 
 
@@ -125,8 +128,11 @@ class WatchStream:
                     self._response = response
                 if response.status_code != 200:
                     _refused(response.status_code, body(decoded(response), 65536, "an error answer"))
-                pieces = _until(decoded(response), deadline, None)
+                cut: list[bool] = []
+                pieces = _until(decoded(response), deadline, None, cut)
                 for line in lines(pieces, MAX_LINE, "a watch event"):
+                    if cut:  # our own deadline ended the watch: what is left is an event cut short, not an error
+                        return
                     if line.strip():
                         yield _event(line)
         except httpx2.TimeoutException:
@@ -155,13 +161,17 @@ class WatchStream:
                     self._response.close()
 
 
-def _until(pieces: Iterator[bytes], deadline: float, timeout: float | None) -> Iterator[bytes]:
-    """``pieces`` until ``deadline`` (monotonic): then a list fails (``timeout``), a watch just ends."""
+def _until(pieces: Iterator[bytes], deadline: float, timeout: float | None, cut: list[bool] | None = None,
+           ) -> Iterator[bytes]:  # fmt: skip
+    """``pieces`` until ``deadline`` (monotonic): then a list fails (``timeout``), a watch just ends
+    (noted in ``cut``)."""
     for piece in pieces:
         yield piece
         if time.monotonic() > deadline:
             if timeout is not None:
                 raise Failure("timeout", f"no whole answer in {timeout:g} s")
+            if cut is not None:
+                cut.append(True)
             return
 
 
@@ -224,12 +234,16 @@ def key_of(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 def apply(objects: dict[tuple[str, str], dict[str, Any]], kind: str, obj: dict[str, Any]) -> bool:
-    """Apply one event to ``objects`` (by :func:`key_of`); whether they changed (a bookmark: no)."""
+    """Apply one event to ``objects`` (by :func:`key_of`); whether they changed (a bookmark: no).
+    Objects added beyond :data:`MAX_OBJECTS` end the watch as a list that long fails (``too_large``):
+    the objects held stay as they were."""
     if kind == "BOOKMARK":
         return False
     key = key_of(obj)
     if kind == "DELETED":
         return objects.pop(key, None) is not None
+    if key not in objects and len(objects) >= MAX_OBJECTS:
+        raise Failure("too_large", f"more than {MAX_OBJECTS} objects after the watch's additions")
     objects[key] = obj
     return True
 
@@ -344,7 +358,7 @@ class Watched(Refresher[S, A]):
             self._watch_failed("error", f"{type(exc).__name__}: {exc}")
             return False
         if self._watch_logged:
-            self._log.info("%s: watching %s again", self._source, self._stream.url)
+            self._log.info("%s: watching %s again", self._source, self._stream.url, extra=LIMITED)
             self._watch_logged = ""
         return True
 

@@ -128,6 +128,6 @@ class Users:
         names: dict[int, str] = {}
         for line in text.splitlines():
             parts = line.split(":")
-            if len(parts) >= 3 and parts[2].isdigit() and parts[0] and not line.startswith("#"):
+            if len(parts) >= 3 and parts[2].isascii() and parts[2].isdigit() and parts[0] and not line.startswith("#"):
                 names.setdefault(int(parts[2]), parts[0])
         self._stamp, self._names = stamp, names

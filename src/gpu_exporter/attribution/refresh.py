@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from gpu_exporter.logs import LIMITED
+
 
 class Failure(Exception):
     """A request that failed for a reason of ``kind`` (one of the source's failure kinds)."""
@@ -150,7 +152,7 @@ class Refresher(Generic[S, A]):
         published = (self._answered(answer, calls, failures, time.time()), self._clock())
         # The line goes out before the state it describes, so whoever sees the state sees its line.
         if self._logged != "up":
-            self._log.info("%s", self._up_line(answer, " again" if state.fetched_at else ""))
+            self._log.info("%s", self._up_line(answer, " again" if state.fetched_at else ""), extra=LIMITED)
             self._logged = "up"
         self._published = published
 

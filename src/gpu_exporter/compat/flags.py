@@ -89,7 +89,7 @@ def parse_devices(value: str) -> Devices:
 
 
 def _window(value: str) -> int:
-    if not value.strip().isdigit() or not 1 <= int(value) <= MAX_WINDOW_MS:
+    if not (value.strip().isascii() and value.strip().isdigit()) or not 1 <= int(value) <= MAX_WINDOW_MS:
         raise ValueError(f"a number of milliseconds from 1 to {MAX_WINDOW_MS} (gpu-exporter keeps one hour)")
     return int(value)
 
@@ -174,14 +174,14 @@ FLAGS: tuple[DcgmFlag, ...] = (
     DcgmFlag(("--kubernetes-enable-pod-labels",), "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", True,
              "With `-k`: series of a GPU or MIG instance allocated to one pod also carry that pod's Kubernetes "
              "labels (names with characters other than letters, digits and `_` turned to `_`), from this "
-             "node's pods in the API server (`--kubernetes.api-url`; needs `list` on pods).", _bool,
-             option="pod_labels"),
+             "node's pods in the API server (`--kubernetes.api-url`; needs `list` on pods); the first 32 by "
+             "name within 4 KiB, the rest counted in a warning.", _bool, option="pod_labels"),
     DcgmFlag(("--kubernetes-enable-pod-uid",), "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", True,
              "With `-k`: series of a GPU or MIG instance allocated to one pod also carry its `pod_uid` (from this "
              "node's pods in the API server).", _bool, option="pod_uid"),
     DcgmFlag(("--kubernetes-pod-label-allowlist-regex",), "DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX", False,
              "Only pod labels whose name matches one of these comma-separated regular expressions (whole "
-             "name) are added (default: all).", _allowlist, option="pod_label_allowlist"),
+             "name) are added (default: all, up to 32).", _allowlist, option="pod_label_allowlist"),
     DcgmFlag(("--kubernetes-virtual-gpus",), "KUBERNETES_VIRTUAL_GPUS", True,
              "Accepted with a warning: a GPU shared by several pods gets no pod labels (its values would be "
              "counted once per pod); gpu_allocation_info lists every pod.", _bool,

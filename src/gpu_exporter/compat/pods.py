@@ -13,12 +13,18 @@ without ``hpc_job`` twice, or the same series twice, which Prometheus rejects)."
 
 from __future__ import annotations
 
+import logging
 import re
 
 from gpu_exporter.compat.flags import DcgmOptions
 from gpu_exporter.sampling.snapshot import DeviceView
 
 Labels = list[tuple[str, str]]
+#: The most Kubernetes labels of a pod copied onto each series of its GPU, and their bytes (names and
+#: values): a node's usual pod labels fit many times over (Kubernetes allows values of 63 characters).
+MAX_POD_LABELS = 32
+MAX_POD_LABEL_BYTES = 4096
+log = logging.getLogger(__name__)
 #: dcgm-exporter's pod label names with ``--use-old-namespace`` (1.x).
 _OLD_NAMES = ("pod_name", "pod_namespace", "container_name")
 
@@ -64,9 +70,13 @@ def pod_labels(device: DeviceView, options: DcgmOptions) -> dict[str, Labels]:
 
 
 def _kubernetes_labels(info: dict[str, str], allowlist: str, taken: set[str]) -> Labels:
-    """The pod's Kubernetes labels (``label/KEY`` in the allocation's info) as Prometheus labels."""
+    """The pod's Kubernetes labels (``label/KEY`` in the allocation's info) as Prometheus labels, the
+    first :data:`MAX_POD_LABELS` by name within :data:`MAX_POD_LABEL_BYTES`: they are copied onto
+    every series of the GPU, so a tenant with thousands of labels must not multiply /metrics; what is
+    left out is counted in one (aggregated) warning that names the allowlist flag, the way to choose."""
     patterns = [re.compile(p.strip()) for p in allowlist.split(",") if p.strip()]
     found: list[tuple[str, str]] = []
+    size, dropped = 0, 0
     for key, value in sorted(info.items()):
         if not key.startswith("label/"):
             continue
@@ -76,8 +86,16 @@ def _kubernetes_labels(info: dict[str, str], allowlist: str, taken: set[str]) ->
         clean = re.sub(r"[^a-zA-Z0-9_]", "_", name)
         clean = f"_{clean}" if clean[:1].isdigit() else clean
         if clean and clean not in taken and not clean.startswith(("__", "exported_")):
+            if len(found) >= MAX_POD_LABELS or size + len(clean) + len(value) > MAX_POD_LABEL_BYTES:
+                dropped += 1
+                continue
             taken.add(clean)
+            size += len(clean) + len(value)
             found.append((clean, value))
+    if dropped:
+        log.warning("pod %s: %d Kubernetes label(s) beyond the first %d or %d bytes not copied onto its GPU's "
+                    "series; choose them with --kubernetes-pod-label-allowlist-regex", info.get("pod_uid", "?"),
+                    dropped, MAX_POD_LABELS, MAX_POD_LABEL_BYTES)  # fmt: skip
     return found
 
 

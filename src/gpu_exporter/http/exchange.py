@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import h11
 
 from gpu_exporter.config import Settings
-from gpu_exporter.http.auth import Credentials, Verdict
+from gpu_exporter.http.auth import BUSY_DELAY, Credentials, Verdict
 from gpu_exporter.http.webconfig import WebConfig, WebConfigSource
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,18 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT = 30.0  # seconds for a whole response
 WRITE_SLICE = 64 * 1024
+#: The slice on a TLS connection: asyncio encrypts a whole slice into the transport's buffer at once
+#: (a copy), beside the connection's 32 KiB read buffer; with 16 KiB (a TLS record) a client that
+#: does not read holds about 64 KiB in all, as for plain HTTP.
+TLS_WRITE_SLICE = 16 * 1024
 PROBES = ("/healthz", "/readyz", "/health")  # /health: dcgm-exporter's, which NVIDIA's chart probes
 
 
 class _Connection:
-    def __init__(self, writer: asyncio.StreamWriter | None, now: float) -> None:
+    def __init__(self, writer: asyncio.StreamWriter | None, now: float, source: str = "?") -> None:
         self.writer = writer
+        self.source = source  # the address it is counted against (gpu_exporter.http.admission)
+        self.accepted = now
         self.idle_since: float | None = now
         self.closed = False
         self.served = False  # answered a request already: at the cap, such idle connections go first
@@ -150,8 +156,11 @@ class Exchange:
                 names = {name.lower() for name, _ in event.headers}
                 if b"transfer-encoding" in names and b"content-length" in names:  # RFC 9112 6.3: a smuggling shape
                     raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", error_status_hint=400)
-                if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
-                    raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
+                # The whole head, request line included, however its bytes arrived (h11 bounds only a head
+                # still incomplete after a read, so one that comes whole in one read is measured here).
+                line = len(event.method) + len(event.target) + len(event.http_version) + 8
+                if line + sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
+                    raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > MAX_BODY_BYTES:
@@ -186,6 +195,9 @@ class Exchange:
             return True
         if verdict is Verdict.BUSY:
             log.warning("basic auth busy for %s: it has a check waiting already, or too many wait; answered 503", peer)
+            connection.idle_since = asyncio.get_running_loop().time()  # idle meanwhile: it may be closed for room
+            await asyncio.sleep(BUSY_DELAY)
+            connection.idle_since = None
             await self._simple(writer, http, 503, b"authentication busy, try again\n", config,
                                [(b"retry-after", b"1")])  # fmt: skip
             return False
@@ -307,13 +319,14 @@ async def _write_shared(writer: asyncio.StreamWriter, parts: list[Any], deadline
     never its own copy of the response (the body is the snapshot's bytes, shared by every client).
     Parts that fit in one slice together go out as one write (one TLS record, one send): a small
     response costs one copy of at most a slice instead of a write and a drain per part."""
-    if 0 < sum(len(part) for part in parts) <= WRITE_SLICE:
+    size = TLS_WRITE_SLICE if writer.get_extra_info("ssl_object") is not None else WRITE_SLICE
+    if 0 < sum(len(part) for part in parts) <= size:
         parts = [b"".join(parts)]
     transport = writer.transport
     for part in parts:
         view = memoryview(part)
-        for start in range(0, len(view), WRITE_SLICE):
-            writer.write(view[start : start + WRITE_SLICE])
+        for start in range(0, len(view), size):
+            writer.write(view[start : start + size])
             # Where the kernel took the whole slice (a client that reads), there is nothing to wait for:
             # the drain and its timeout were a third of a large scrape's time on loopback.
             if transport.get_write_buffer_size() or transport.is_closing():

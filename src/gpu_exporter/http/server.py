@@ -3,8 +3,9 @@
 Why not a stock ASGI server: the exporter must survive what a hostile network does, and that is
 decided before a request reaches the app. Here every connection has a deadline for its TLS
 handshake and request headers (``--web.read-header-timeout``) and for its next keep-alive request
-(``--web.idle-timeout``); open connections are capped below the file limit, and at the cap the
-longest-idle connection is closed so a fresh scrape is still answered; accept errors back off and
+(``--web.idle-timeout``); open connections are capped below the file limit and shared fairly between
+source addresses (:mod:`gpu_exporter.http.admission`), so a fresh scrape is still answered while
+another address floods the port; accept errors back off and
 are logged in aggregate; TLS, client certificates and basic auth come from the web config, whose
 files are re-read when they change, so a rotated certificate is used by the next connection.
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import faulthandler
+import gc
 import logging
 import os
 import resource
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpu_exporter.config import Settings
+from gpu_exporter.http.admission import Admission, Held, source
 from gpu_exporter.http.auth import Credentials
 from gpu_exporter.http.exchange import (
     MAX_HEADER_BYTES,
@@ -43,7 +47,7 @@ from gpu_exporter.http.exchange import (
 )
 from gpu_exporter.http.lifespan import Lifespan
 from gpu_exporter.http.webconfig import WebConfigSource
-from gpu_exporter.logs import flush_repeats
+from gpu_exporter.logs import LIMITED, flush_repeats
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +61,17 @@ FD_RESERVE = 64
 #: it is accepted (256 KiB by default: 512 connections mid-handshake would hold 128 MiB); requests
 #: here are at most 16 KiB of headers and 64 KiB of body, a TLS record at most 16 KiB.
 TLS_READ_BUFFER = 32 * 1024
-#: A new connection is not closed by the connection cap before it had this long to send its request.
-FRESH_GRACE = 0.5
+#: Connections accepted in a row before the other connections get a turn (asyncio's sock_accept does
+#: not yield while the kernel has connections queued).
+ACCEPT_BATCH = 64
+#: The kernel's queue of connections not yet accepted (capped by net.core.somaxconn). Deep, so a burst
+#: of reconnects is queued rather than dropped: a dropped SYN costs a fresh scrape a second or more.
+BACKLOG = 4096
+#: Seconds between two reloads by SIGHUP, or two stack dumps by SIGUSR1/SIGQUIT, however many come.
+SIGNAL_EVERY = 1.0
+#: Connections closed before the C heap's free memory is given back (see :func:`_trim`), at the next
+#: housekeeping (every second with a web config file, else every few seconds).
+TRIM_AFTER = 32
 #: Seconds between looks for aggregated log lines to report, when no web config file is watched.
 FLUSH_SECONDS = 5.0
 _ACCEPT_PAUSE = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -82,7 +95,7 @@ def listen(settings: Settings) -> socket.socket:
         if family == socket.AF_INET6 and host == "::":
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         sock.bind(address)
-        sock.listen(1024)
+        sock.listen(BACKLOG)
         sock.setblocking(False)
     except OSError as err:
         sock.close()
@@ -126,7 +139,12 @@ class Server(Exchange):
         self.connections: set[_Connection] = set()
         self.credentials = Credentials()
         self.stopping = asyncio.Event()
-        self.slot_freed = asyncio.Event()
+        self.admission = Admission()
+        self.refused: dict[str, int] = {}  # address → connections refused since the last report
+        self.refused_reported = -ACCEPT_LOG_EVERY
+        self.reloaded_at = self.dumped_at = -SIGNAL_EVERY
+        self.hangups = 0  # SIGHUPs waiting to be taken together
+        self.closed_since_trim = 0
         self.cap = connection_cap(settings.max_connections)
         self.state: dict[str, Any] = {}
         self.signal_name = ""
@@ -190,14 +208,35 @@ class Server(Exchange):
         self._stop(signum)
 
     def _dump(self, signum: int) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self.dumped_at < SIGNAL_EVERY:  # a stack dump is long: a flood of signals must not repeat it
+            log.info("received %s again within %gs: stacks not dumped again", signal.Signals(signum).name,
+                     SIGNAL_EVERY, extra=LIMITED)  # fmt: skip
+            return
+        self.dumped_at = now
         log.info("received %s: stacks of every thread follow on standard error", signal.Signals(signum).name)
         faulthandler.dump_traceback(all_threads=True)
 
     def _ignore(self, signum: int) -> None:
-        log.info("received %s: ignored (SIGHUP reloads, SIGTERM stops)", signal.Signals(signum).name)
+        log.info("received %s: ignored (SIGHUP reloads, SIGTERM stops)", signal.Signals(signum).name, extra=LIMITED)
 
     def _hangup(self, _signum: int) -> None:
-        log.info("received SIGHUP: reloading the config and web config files")
+        """Reload now, or, within :data:`SIGNAL_EVERY` of the last reload, once that much time has
+        passed: a flood of SIGHUPs costs a reload a second, not one each."""
+        loop = asyncio.get_running_loop()
+        wait = self.reloaded_at + SIGNAL_EVERY - loop.time()
+        if wait > 0:
+            self.hangups += 1
+            if self.hangups == 1:
+                loop.call_later(wait, self._reload)
+            return
+        self._reload()
+
+    def _reload(self) -> None:
+        more, self.hangups = self.hangups, 0
+        self.reloaded_at = asyncio.get_running_loop().time()
+        also = f" ({more} more SIGHUP(s) taken together)" if more > 1 else ""
+        log.info("received SIGHUP: reloading the config and web config files%s", also, extra=LIMITED)
         if self.reload_hook is not None:
             self.reload_hook()
         else:
@@ -211,26 +250,30 @@ class Server(Exchange):
             await asyncio.sleep(1.0 if self.web.path else FLUSH_SECONDS)
             self.web.current()
             flush_repeats()
+            self._report_refused(asyncio.get_running_loop().time())
+            if self.closed_since_trim >= TRIM_AFTER:
+                self.closed_since_trim = 0
+                _trim()
 
     # -- accepting -----------------------------------------------------------------------------
 
     async def _accept_loop(self) -> None:
+        """Accept every connection the kernel has queued, a batch at a time, and decide its admission
+        by its address (:mod:`gpu_exporter.http.admission`): the queue is never left to fill with one
+        address's reconnects ahead of another's fresh scrape."""
         loop = asyncio.get_running_loop()
         pause = 0.01
         failures, reported = 0, -ACCEPT_LOG_EVERY
         wanted = self.settings.max_connections
+        batch = 0
         while True:
             if self.settings.max_connections != wanted:  # changed by a SIGHUP reload
                 wanted = self.settings.max_connections
                 self.cap = connection_cap(wanted)
-            if len(self.connections) >= self.cap:
-                if not self._evict():
-                    self.slot_freed.clear()
-                    with contextlib.suppress(TimeoutError):  # a fresh connection's grace may end meanwhile
-                        async with asyncio.timeout(FRESH_GRACE):
-                            await self.slot_freed.wait()
-                await asyncio.sleep(0)  # let the evicted connection's socket close before accepting
-                continue
+            batch += 1
+            if batch >= ACCEPT_BATCH:  # sock_accept does not yield while connections are queued
+                batch = 0
+                await asyncio.sleep(0)
             try:
                 client, address = await loop.sock_accept(self.sock)
             except OSError as err:
@@ -240,7 +283,9 @@ class Server(Exchange):
                         log.warning("accepting connections failed %d time(s) in %gs (%s); pausing with backoff",
                                     failures, ACCEPT_LOG_EVERY, err.strerror)  # fmt: skip
                         failures, reported = 0, loop.time()
-                    if self._evict():  # out of descriptors below the cap: idle connections go first here too
+                    victim = self.admission.biggest()  # out of descriptors below the cap: the biggest holder gives way
+                    if victim is not None:
+                        self._shed(victim, "out of file descriptors")
                         await asyncio.sleep(0)
                         continue
                     await asyncio.sleep(pause)
@@ -250,29 +295,48 @@ class Server(Exchange):
                     continue
                 raise
             pause = 0.01
+            now, peer = loop.time(), source(address)
+            admitted, victim = self.admission.admit(peer, self.cap, now)
+            if not admitted:  # cheap and counted: a reconnect flood comes here thousands of times a second
+                client.close()
+                self.refused[peer] = self.refused.get(peer, 0) + 1
+                self._report_refused(now)
+                continue
             client.setblocking(False)
             with contextlib.suppress(OSError):
                 client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = _Connection(None, loop.time())
+            connection = _Connection(None, now, peer)
+            if victim is not None:
+                why = "for a newer one of its own" if victim.source == connection.source else "the connection limit"
+                self._shed(victim, why)
             self.connections.add(connection)
+            self.admission.add(connection)
             connection.task = asyncio.create_task(self._serve(connection, client, address))
 
-    def _evict(self) -> bool:
-        """At the cap: close a connection whose last request failed basic auth (busy or not) first,
-        then the one idle the longest (no request in progress, or one waiting for a bcrypt check),
-        one that was answered already before one that has not sent its first
-        request, and never one accepted less than :data:`FRESH_GRACE` ago (so a storm of
-        reconnecting clients cannot shed a fresh scrape before it is read). False when none qualifies."""
-        fresh = asyncio.get_running_loop().time() - FRESH_GRACE
-        idle = [c for c in self.connections if not c.closed and (c.refused or (
-                c.idle_since is not None and (c.served or c.idle_since <= fresh)))]  # fmt: skip
-        if not idle:
-            return False
-        victim = min(idle, key=lambda c: (not c.refused, not c.served, c.idle_since or 0.0))
-        log.warning("connection limit %d reached: closed the longest-idle connection", self.cap)
+    def _report_refused(self, now: float) -> None:
+        """One line for the connections refused (:meth:`Admission.admit`) since the last such line, at
+        most every :data:`ACCEPT_LOG_EVERY` seconds."""
+        if not self.refused or now - self.refused_reported < ACCEPT_LOG_EVERY:
+            return
+        worst = max(self.refused, key=self.refused.__getitem__)
+        log.warning("refused %d new connection(s) from %d address(es) holding their share of %d connections, "
+                    "none of them idle (most from %s: %d)", sum(self.refused.values()), len(self.refused),
+                    self.cap, worst, self.refused[worst])  # fmt: skip
+        self.refused, self.refused_reported = {}, now
+
+    def _shed(self, victim: Held, why: str) -> None:
+        """Close ``victim`` to make room (see :mod:`gpu_exporter.http.admission` for which one)."""
+        assert isinstance(victim, _Connection)
+        log.warning("closed a connection of %s, which holds %d of %d (%s)",
+                    victim.source, self.admission.held(victim.source), self.cap, why)  # fmt: skip
         victim.close()
-        self.connections.discard(victim)
-        return True
+        self._discard(victim)
+
+    def _discard(self, connection: _Connection) -> None:
+        if connection in self.connections:
+            self.closed_since_trim += 1
+        self.connections.discard(connection)
+        self.admission.discard(connection)
 
     # -- one connection ------------------------------------------------------------------------
 
@@ -316,8 +380,26 @@ class Server(Exchange):
                 connection.writer.transport.abort()
             else:
                 client.close()
-            self.connections.discard(connection)
-            self.slot_freed.set()
+            self._discard(connection)
+
+
+def _trim() -> None:
+    """Give the C heap's free memory back to the operating system (glibc's malloc_trim): what closed
+    connections held (TLS buffers above all, ~150 KiB each) is freed but stays in the process's heap,
+    fragmented, until trimmed. Without glibc (musl), nothing to do."""
+    global _LIBC
+    gc.collect()  # closed connections' asyncio objects refer to each other: only a collection frees them
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 def _forget(err: BaseException) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-from gpu_exporter.simulate.scenario import parse
+from gpu_exporter.simulate.scenario import MAX_BYTES, parse
 
 #: name → what it shows (for --help, the README and the error message).
 BUILTINS: dict[str, str] = {
@@ -16,7 +16,6 @@ BUILTINS: dict[str, str] = {
     "old-gpu": "an old driver and GPU: many calls not supported, some functions missing",
     "lost-gpu": "4 GPUs, one of which falls off the bus (Xid 79) after 30 seconds",
 }
-MAX_BYTES = 1 << 20
 #: How the backend's reason (gpu_exporter_backend_info{reason}) starts on a simulated host; the
 #: status page and ``snapshot`` show their banner when it does.
 SIMULATED = "simulated: "

@@ -59,7 +59,7 @@ def code_of(name: str) -> int | None:
         if upper.startswith(prefix):
             upper = upper[len(prefix) :]
             break
-    if upper.isdigit():
+    if upper.isascii() and upper.isdigit():
         return int(upper)
     known = ERRORS.get(upper)
     return known[0] if known else None

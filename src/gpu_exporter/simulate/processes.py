@@ -16,7 +16,7 @@ import re
 from gpu_exporter.attribution.procfs import ProcessFacts
 from gpu_exporter.simulate.scenario import Scenario, parse
 
-_PID = re.compile(r"^gpu(\d+)\.process\.(\d+)\.pid$")
+_PID = re.compile(r"^gpu([0-9]+)\.process\.([0-9]+)\.pid$")
 _MAX_BYTES = 1 << 20
 
 
@@ -54,7 +54,7 @@ def _names(scenario: Scenario) -> dict[int, str]:
     found = []
     for key, value in scenario.entries.items():
         match = _PID.match(key)
-        if match is not None and value.strip().isdigit():
+        if match is not None and value.strip().isascii() and value.strip().isdigit():
             found.append((int(match[1]), int(match[2]), int(value), scenario.get(key.removesuffix("pid") + "name")))
     names: dict[int, str] = {}
     for _gpu, _k, pid, name in sorted(found, key=lambda entry: entry[:2]):

@@ -9,9 +9,11 @@ return. Parsing never fails: a line without ``=`` is skipped with a warning, as 
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 MAX_GPUS = 64
@@ -19,9 +21,11 @@ MAX_MIG = 8
 MAX_PROCS = 64
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvml.h 13.x
 
-_INDEXED = re.compile(r"^(?:mig|process|nvlink)\.(\d+)\.(.*)$")
-_GPU = re.compile(r"^gpu(\d+)\.(.*)$")
-_FLOAT = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_INDEXED = re.compile(r"^(?:mig|process|nvlink)\.([0-9]+)\.(.*)$")
+#: The largest scenario file read, at start and when it changes.
+MAX_BYTES = 1 << 20
+_GPU = re.compile(r"^gpu([0-9]+)\.(.*)$")
+_FLOAT = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 _HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 
 
@@ -97,10 +101,17 @@ def stamp_of(path: str) -> tuple[int, int, int, int] | None:
 
 def load(path: str) -> Scenario:
     """Read and parse ``path`` (stamped before reading, so a change during the read is seen next time);
-    raises OSError or UnicodeDecodeError when it cannot be read."""
-    with open(path, "rb") as handle:
+    raises OSError or UnicodeDecodeError when it cannot be read. Bounded as the first read at start
+    (``builtins.resolve``): a regular file (opened without blocking, so a FIFO put in its place
+    cannot hang the sampler) of at most :data:`MAX_BYTES`."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(descriptor, "rb") as handle:
         st = os.fstat(handle.fileno())
-        data = handle.read()
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_BYTES >> 20} MiB")
     scenario = parse(data.decode("utf-8"))
     scenario.stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     return scenario
@@ -122,7 +133,7 @@ def parse_uint(text: str) -> int | None:
         return int(text, 16)
     if text.startswith("-"):
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         value = int(text)
         return value if value < 2**64 else None
     number = parse_float(text)

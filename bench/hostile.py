@@ -216,7 +216,7 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
             attack.join(60)
             if attack.is_alive():
                 attack.kill()
-            aborted, wrong, closed = list(counts)
+            aborted, wrong, closed = (int(counts[i]) for i in range(3))
         finally:
             running.stop()
     ok = [s["seconds"] for s in scrapes if s["status"] == 200]

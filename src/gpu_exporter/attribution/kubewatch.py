@@ -48,6 +48,26 @@ class Gone(Exception):
     """The server no longer has the version asked for (HTTP 410, or an ``ERROR`` event of 410)."""
 
 
+def tls_client(url: str, ca_file: str) -> Any:
+    """An httpx2 client of the API server at ``url`` that trusts ``ca_file``; raises :class:`Failure` ("ca")."""
+    import httpx2
+
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ValueError) as exc:
+        raise Failure("ca", f"the CA file {ca_file} holds no usable certificate: {exc}") from None
+    return httpx2.Client(base_url=url, verify=context, trust_env=False)
+
+
+def bearer_token(path: str) -> str:
+    """The service account token, read at each request (the kubelet rotates it); raises :class:`Failure`."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Failure("token", f"cannot read the token file {path}: {exc}") from None
+
+
 class WatchStream:
     """Watch requests to one API server (``url``); :meth:`abort` ends the one in progress."""
 
@@ -63,21 +83,11 @@ class WatchStream:
 
     def _made(self) -> Any:
         if self._client is None:
-            import httpx2
-
-            try:
-                context = ssl.create_default_context(cafile=self._ca_file)
-            except (OSError, ValueError) as exc:
-                raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
-            self._client = httpx2.Client(base_url=self.url, verify=context, trust_env=False)
+            self._client = tls_client(self.url, self._ca_file)
         return self._client
 
     def _token(self) -> str:
-        try:
-            with open(self._token_file, encoding="utf-8") as file:
-                return file.read().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Failure("token", f"cannot read the token file {self._token_file}: {exc}") from None
+        return bearer_token(self._token_file)
 
     def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """One JSON object from ``path`` (a list page), read within :data:`MAX_PAGE_BYTES`

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import json
 import logging
-import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_exporter.attribution.kubewatch import connect_failure, status_kind
+from gpu_exporter.attribution.kubewatch import bearer_token, connect_failure, status_kind, tls_client
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.sampling.health import FAIL, Health
 
@@ -184,17 +183,9 @@ class NodeCondition:
 
         self._state = NodeConditionState(self._state.up, self._state.calls + 1, self._state.failures,
                                          self._state.fetched_at, False, self._state.patches)  # fmt: skip
-        try:
-            with open(self._token_file, encoding="utf-8") as file:
-                token = file.read().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Failure("token", f"cannot read the token file {self._token_file}: {exc}") from None
+        token = bearer_token(self._token_file)
         if self._client is None:
-            try:
-                context = ssl.create_default_context(cafile=self._ca_file)
-            except (OSError, ValueError) as exc:
-                raise Failure("ca", f"the CA file {self._ca_file} holds no usable certificate: {exc}") from None
-            self._client = httpx2.Client(base_url=self._url, verify=context, trust_env=False)
+            self._client = tls_client(self._url, self._ca_file)
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/strategic-merge-patch+json"

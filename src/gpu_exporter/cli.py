@@ -136,13 +136,14 @@ def _profiling(name: str) -> bool:
 
 
 def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Settings:
-    """dcgm-exporter collects what its counters list names: a list with profiling fields (DCGM_FI_PROF_*,
-    field ids 1000-1099) turns the profiling collector on, unless it was switched off (or on) explicitly."""
-    if "profiling" in settings.collectors or "profiling" in settings.collectors_chosen:
+    """dcgm-exporter collects what its counters list names: in its mode the profiling collector (on by
+    default) is on when the list names profiling fields (DCGM_FI_PROF_*, field ids 1000-1099) and off when
+    it names none, unless it was switched off (or on) explicitly."""
+    if "profiling" in settings.collectors_chosen:
         return settings
     wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099 and _profiling(row.field)]
     if not wanted:
-        return settings
+        return replace(settings, collectors=settings.collectors - {"profiling"})
     log.info(
         "the counters list names profiling fields (%s): the profiling collector is on (--no-collector.profiling "
         "turns it off)", ", ".join(wanted[:3]) + (", ..." if len(wanted) > 3 else "")
@@ -195,8 +196,10 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
             log.error("config not reloaded, the running settings stay: %s", _one_line(err))
             return
         current = server.settings
-        if "profiling" in current.collectors - new.collectors and "profiling" not in new.collectors_chosen:
-            new = replace(new, collectors=new.collectors | {"profiling"})  # turned on by the counters list
+        if current.metric_names == "dcgm-exporter" and "profiling" not in new.collectors_chosen:
+            # on or off as the counters list made it (with_profiling_for)
+            kept = current.collectors & {"profiling"}
+            new = replace(new, collectors=(new.collectors - {"profiling"}) | kept)
         new = replace(new, dcgm_exporter_release=current.dcgm_exporter_release)  # chosen at start-up
         changed = [item.name for item in fields(Settings) if getattr(new, item.name) != getattr(current, item.name)]
         server.web.reload(new.web_config_file)

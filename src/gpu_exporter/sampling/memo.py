@@ -3,8 +3,9 @@
 A pair the vendor called unsupported is not asked again for ``retry_seconds`` (a minute), and is
 asked again at once after a rediscovery, so a call that failed that way during a driver hiccup comes
 back by itself. Each change is logged once, and once per GPU and cycle: :meth:`UnsupportedMemo.report`
-(the sampler calls it after each cycle) writes one short line per GPU saying how many values turned
-unsupported, and at debug level which (the rows absent from /metrics, with how many links or
+(the sampler calls it after each cycle; a GPU's first report waits one cycle, so that what GPM learns at
+its second read joins it) writes one short line per GPU saying how many values turned unsupported, and
+at debug level which (the rows absent from /metrics, with how many links or
 instances) and the driver's words; and one line per GPU naming those that answer again. Re-asking is
 silent. :meth:`UnsupportedMemo.lacking` names what a GPU lacks now, for the status page.
 """
@@ -36,6 +37,7 @@ class UnsupportedMemo:
         # GPU (or switch) → row → (entities, the vendor's words): changes not yet reported
         self._off: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
         self._on: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
+        self._met: set[str] = set()  # groups whose first report is made or held
 
     def asks(self, uid: str, key: str) -> bool:
         """Whether to ask the vendor for row ``key`` of entity ``uid`` now."""
@@ -93,6 +95,13 @@ class UnsupportedMemo:
         unsupported, one for those that answer again."""
         with self._lock:
             off, on, self._off, self._on = self._off, self._on, {}, {}
+            for group in [group for group in off if group not in self._met]:
+                # A GPU's first report waits for the next one, so what its backend learns only at its second
+                # read (GPM computes between two samples) joins the same line: one line per GPU at start.
+                self._met.add(group)
+                self._off[group] = off.pop(group)
+                if group in on:
+                    self._on[group] = on.pop(group)
         for group, rows in off.items():
             log.info(
                 "%s: %d value(s) not supported here, absent from /metrics (not 0; named on the status page and at "

@@ -29,7 +29,9 @@ from gpu_exporter.compat import releases
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
+from gpu_exporter.control.server import ControlServer
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
+from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
 from gpu_exporter.status.cache import StatusCache
@@ -83,8 +85,12 @@ def create_app(
                 compat, specs, backend.name, "xid" in collectors, hostname, label, settings.dcgm_exporter,
                 settings.dcgm_exporter_release,
             )  # fmt: skip
-        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan)
+        pauses = Pauses()
+        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan, pauses=pauses)
         holder["sampler"] = running
+        control = ControlServer(settings.control_socket, pauses) if settings.control_socket else None
+        if control is not None:
+            await anyio.to_thread.run_sync(control.start)
         attributor.start()
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
@@ -94,6 +100,8 @@ def create_app(
         try:
             yield
         finally:
+            if control is not None:
+                await anyio.to_thread.run_sync(control.stop)
             await anyio.to_thread.run_sync(recorder.stop)
             await anyio.to_thread.run_sync(running.stop)
             await anyio.to_thread.run_sync(attributor.stop)

@@ -55,9 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         "every GPU (or --json, --watch SECONDS) without starting a server, e.g. 'gpu-exporter snapshot --simulate'; "
         "'gpu-exporter doctor' checks what the exporter needs to see GPUs and says the fix for each finding; "
         "'gpu-exporter check [--url URL]' asks a running exporter for its GPUs' health (exit 0 healthy, 1 action "
-        "needed, 2 unknown: a Node Problem Detector plugin). "
-        "'gpu-exporter snapshot --help', 'gpu-exporter doctor --help' and 'gpu-exporter check --help' list their "
-        "own flags.",
+        "needed, 2 unknown: a Node Problem Detector plugin); "
+        "'gpu-exporter pause [--profiling-only] [--for DURATION]' asks the running exporter (over --control.socket) "
+        "to release the GPUs or their profiling counters for a while, 'gpu-exporter resume' to come back now. "
+        "'gpu-exporter snapshot --help', 'doctor --help', 'check --help' and 'pause --help' list their own flags.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", "-v", action="version", version=f"gpu-exporter {__version__}")  # -v: dcgm-exporter
@@ -242,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: The subcommands, which may come after flags (``gpu-exporter --simulate mig snapshot``).
-SUBCOMMANDS = ("snapshot", "doctor", "check")
+SUBCOMMANDS = ("snapshot", "doctor", "check", "pause", "resume")
 
 
 def subcommand_first(args: Sequence[str]) -> list[str]:
@@ -269,7 +270,7 @@ def subcommand_first(args: Sequence[str]) -> list[str]:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = subcommand_first(sys.argv[1:] if argv is None else argv)
-    code = subcommand(args, parse_settings)  # snapshot, doctor, check
+    code = subcommand(args, parse_settings)  # snapshot, doctor, check, pause, resume
     if code is not None:
         return code
     try:

@@ -120,6 +120,7 @@ class Settings:
     procfs: str = "/proc"
     passwd: str = ""
     hpc_job_dir: str = ""
+    control_socket: str = "/run/gpu-exporter/control.sock"
     dcgm_exporter: DcgmOptions = DcgmOptions()
 
     @property

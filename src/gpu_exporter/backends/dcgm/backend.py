@@ -100,6 +100,7 @@ class DcgmBackend(Discovery):
         self._lock = threading.RLock()  # connection state and the swap of watches; never held across a vendor call
         self._rebuild_lock = threading.Lock()  # one rebuild at a time (discovery, a port change)
         self._generation = 0  # numbers the watches of one connection: a rebuild's groups need new names
+        self._profiling_released = False  # a profiling pause: the profiling fields are not watched
         self._known: frozenset[int] | None = None  # field ids the connected engine knows
         self._not_served: list[int] = []  # field ids wanted but unknown to the engine
         self._health = GpuHealth()

@@ -23,13 +23,13 @@ from starlette.routing import Route
 
 from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
+from gpu_exporter.assemble.control import control_server, node_pause
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import releases
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
-from gpu_exporter.control.server import ControlServer
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
 from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
@@ -88,9 +88,11 @@ def create_app(
         pauses = Pauses()
         running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan, pauses=pauses)
         holder["sampler"] = running
-        control = ControlServer(settings.control_socket, pauses) if settings.control_socket else None
+        control, labels = control_server(settings, pauses), node_pause(settings, pauses)
         if control is not None:
             await anyio.to_thread.run_sync(control.start)
+        if labels is not None:
+            labels.start()
         attributor.start()
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
@@ -100,6 +102,8 @@ def create_app(
         try:
             yield
         finally:
+            if labels is not None:
+                await anyio.to_thread.run_sync(labels.stop)
             if control is not None:
                 await anyio.to_thread.run_sync(control.stop)
             await anyio.to_thread.run_sync(recorder.stop)

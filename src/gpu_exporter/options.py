@@ -304,6 +304,11 @@ OPTIONS: tuple[Option, ...] = (
            "Local socket over which 'gpu-exporter pause' and 'gpu-exporter resume' ask this exporter to release "
            "the GPUs (or their profiling counters) for a while, owner-only (mode 0600); empty turns it off "
            "(default /run/gpu-exporter/control.sock).", "PATH"),
+    Option("--kubernetes.node-pause", "kubernetes_node_pause", ("kubernetes", "node-pause"), _boolean,
+           "Pause when this node carries the label gpu-exporter.io/pause=full or =profiling, for the duration in "
+           "its annotation gpu-exporter.io/pause-for (default 10m, at most 1h); removing the label resumes. "
+           "Reads the node from --kubernetes.api-url every 5 s (RBAC: get on nodes; default false).",
+           "BOOL", switch=True),
     Option("--log.level", "log_level", ("log", "level"), choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), choice("text", "json"),

@@ -120,3 +120,14 @@ def test_an_unusable_path_is_logged_and_not_fatal(
 def test_the_client_says_when_no_exporter_answers(tmp_path: Path) -> None:
     with pytest.raises(Unreachable, match="no control socket at .*is gpu-exporter running"):
         ask(str(tmp_path / "absent.sock"), {"command": "status"})
+
+
+def test_the_default_paths_failure_is_no_warning(
+    tmp_path: Path, pauses: Pauses, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unprivileged container has no /run/gpu-exporter: the default's socket failing is info."""
+    caplog.set_level(logging.INFO)
+    regular = tmp_path / "file"
+    regular.write_text("")
+    assert not ControlServer(str(regular), pauses, asked=False).start()
+    assert [record.levelno for record in caplog.records] == [logging.INFO]

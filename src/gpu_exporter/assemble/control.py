@@ -17,7 +17,11 @@ log = logging.getLogger(__name__)
 
 
 def control_server(settings: Settings, pauses: Pauses) -> ControlServer | None:
-    return ControlServer(settings.control_socket, pauses) if settings.control_socket else None
+    """The control socket where one is asked for (the default's path failing is info, not a warning: an
+    unprivileged container has no /run/gpu-exporter unless one is mounted)."""
+    if not settings.control_socket:
+        return None
+    return ControlServer(settings.control_socket, pauses, asked=settings.control_socket != Settings().control_socket)
 
 
 def node_pause(settings: Settings, pauses: Pauses) -> NodeLabelPause | None:

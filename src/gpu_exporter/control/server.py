@@ -27,7 +27,9 @@ CLIENT_TIMEOUT = 2.0
 class ControlServer:
     """Serves the control socket at ``path`` for ``pauses``."""
 
-    def __init__(self, path: str, pauses: Pauses, source: str = "gpu-exporter pause") -> None:
+    def __init__(self, path: str, pauses: Pauses, source: str = "gpu-exporter pause", asked: bool = True) -> None:
+        """``asked``: the path was given (a socket that cannot be made is a warning; the default's, info)."""
+        self._asked = asked
         self._path = path
         self._pauses = pauses
         self._source = source
@@ -40,7 +42,8 @@ class ControlServer:
         try:
             self._sock = self._bind(Path(self._path))
         except OSError as err:
-            log.warning(
+            log.log(
+                logging.WARNING if self._asked else logging.INFO,
                 "control socket %s not available (%s): gpu-exporter pause and resume cannot reach this exporter; "
                 "give --control.socket a path in a folder it may write, or an empty value to turn it off",
                 self._path, err.strerror or err,

@@ -83,9 +83,18 @@ def test_a_full_pause_closes_the_connection_and_ends_on_its_own(run: PausedRun) 
     busy = value(before, "gpu_utilization_seconds_total", gpu="0")
     assert busy is not None
     connects = run.fake.connects
+    left_at_disconnect: list[int] = []
+    disconnect = run.fake.disconnect
+
+    def disconnecting() -> None:  # what the engine still watches for us when we disconnect
+        left_at_disconnect.append(len(run.fake.watches))
+        disconnect()
+
+    run.fake.disconnect = disconnecting  # type: ignore[method-assign]  # a spy on the fake
     run.pauses.request("full", 120, "test")
     paused = run.cycle()
     assert not run.fake.connected and run.fake.watches == {}  # groups and watches removed, connection closed
+    assert left_at_disconnect == [0]  # removed by us first, not left to the engine
     assert value(paused, "gpu_exporter_backend_up") == 0
     assert value(paused, "gpu_exporter_paused", scope="full") == 1
     info = [dict(labels) for labels in paused["gpu_exporter_backend_info"]]

@@ -40,7 +40,7 @@ from gpu_exporter.sampling.convert import Converted, convert, group
 from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
 from gpu_exporter.sampling.health import HealthModel
-from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.sampling.memo import HOLD_FIRST_MAX_INTERVAL, RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.sampling.pause import Pause, Pauses
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
@@ -121,7 +121,7 @@ class Sampler:
         self._attribution = attribution
         self._max_processes = max_processes
         self._memory = memory
-        self._memo = UnsupportedMemo(unsupported_retry, clock)
+        self._memo = UnsupportedMemo(unsupported_retry, clock, hold_first=interval <= HOLD_FIRST_MAX_INTERVAL)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
         self._windows = Windows(self._specs, memory.clock_events_seconds)
         self._tallies = EventTallies(memory.xids_seconds)

@@ -193,7 +193,8 @@ def test_status_page_and_snapshot_show_sm_activity_beside_utilization(fakenvml_d
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines[1]
+    [gpu0_line] = [line for line in lines if line.startswith("[0] ")]  # after the host's (and health's) lines
+    assert gpu0_line.startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines
     assert f"    ! {busy} (kernels that occupy few SMs, or a serial stage)" in lines
 
 

@@ -44,7 +44,7 @@ ROWS: tuple[MetricSpec, ...] = (
     # --no-collector.profiling turns it off). The lean default renders the two that answer the field guide's
     # question, SM activity (is a busy GPU really working: GPUBusyLowSMActivity) and tensor-pipe activity (does
     # the work use the tensor cores); every other profiling row is full detail, to keep the lean default's
-    # series budget (tests/test_lean.py). The status page and snapshot show occupancy and DRAM either way.
+    # series budget (tests/process/test_lean.py). The status page and snapshot show occupancy and DRAM either way.
     # DCGM reports ratios 0-1 and bytes per second already, averaged over its sample period; on NVML, GPM
     # reports percent and MiB/s averaged between two samples (one per read), per GPU and per MIG GPU instance
     # (every compute instance of a GPU instance shows its GPU instance's value).

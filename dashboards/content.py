@@ -22,8 +22,9 @@ RI = "$__rate_interval"
 GPU = "{{instance}} GPU {{gpu}}"
 #: A note every profiling panel carries in its description (a test checks it).
 PROFILING = (
-    "Needs --collector.profiling: DCGM's profiling module, or GPM on the NVML backend (Hopper and later GPUs); "
-    "empty without it and on older GPUs under NVML."
+    "From the profiling collector (on by default; --no-collector.profiling turns it off): DCGM's profiling "
+    "module, or GPM on the NVML backend (Hopper and later GPUs); empty on older GPUs under NVML, while another "
+    "profiler holds the counters, and during a profiling pause."
 )
 NVLINK_NOTE = "Needs --collector.nvlink (off by default)."
 #: The same note for NVSwitch panels.
@@ -383,22 +384,13 @@ NODE = DashboardSpec(
                      q(g("gpu_row_remap_failed"), GPU + " remap failed"),
                      q(g("gpu_retired_pages_pending"), GPU + " pages pending"), states=FLAG_STATES, width=8),
         )),
-        RowSpec("Profiling (--collector.profiling)", (
-            ts("SM activity and occupancy", f"Fraction of time an SM had a resident warp, and resident warps "
-               f"against the maximum. {PROFILING}", "percentunit",
-               q(g("gpu_sm_active_ratio"), GPU + " SM active"), q(g("gpu_sm_occupancy_ratio"), GPU + " occupancy"),
-               q(g("gpu_graphics_engine_active_ratio"), GPU + " engine active"), min=0, max=1, width=8),
-            ts("Pipes and DRAM", f"Tensor, FP64, FP32 and FP16 pipe activity and DRAM interface activity. "
-               f"{PROFILING}", "percentunit",
-               q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor"), q(g("gpu_fp64_pipe_active_ratio"), GPU + " fp64"),
-               q(g("gpu_fp32_pipe_active_ratio"), GPU + " fp32"), q(g("gpu_fp16_pipe_active_ratio"), GPU + " fp16"),
-               q(g("gpu_dram_active_ratio"), GPU + " DRAM"), min=0, max=1, width=8),
-            ts("PCIe and NVLink bytes (with headers)", f"PCIe and NVLink traffic averaged over the sample period, "
-               f"protocol headers included. {PROFILING}", "Bps",
-               q(g("gpu_pcie_transmit_with_headers_bytes_per_second"), GPU + " PCIe transmit"),
-               q(g("gpu_pcie_receive_with_headers_bytes_per_second"), GPU + " PCIe receive"),
-               q(g("gpu_nvlink_transmit_bytes_per_second"), GPU + " NVLink transmit"),
-               q(g("gpu_nvlink_receive_bytes_per_second"), GPU + " NVLink receive"), min=0, width=8),
+        RowSpec("SM and tensor activity (profiling collector)", (
+            ts("SM and tensor activity", f"Fraction of time an SM had a resident warp, and fraction of cycles a "
+               f"tensor-core pipe was active: GPU-Util near 100 % with low SM activity means kernels that fill few "
+               f"SMs. Occupancy, DRAM and the other pipes come with --metrics.detail=full. {PROFILING}",
+               "percentunit",
+               q(g("gpu_sm_active_ratio"), GPU + " SM active"), q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor"),
+               min=0, max=1, width=24),
         )),
         RowSpec("NVSwitch (DCGM only)", (
             ts("NVSwitch temperature", f"Switch die temperature against its own slowdown and shutdown thresholds "
@@ -600,7 +592,7 @@ DIAGNOSTICS = DashboardSpec(
 **Utilization** is the fraction of time *any* kernel ran, not how much of the GPU it used: one small
 kernel at a time reads 100%. The busy-time rate is exact over any window; the sampled ratio shows the
 shape (a saw-tooth means bursts). Memory-copy activity near zero on a busy GPU means compute-bound
-work. For SM activity and occupancy (how much of the GPU the kernels fill) see the DCGM row below.""",
+work. For SM activity (how much of the GPU the kernels fill) see the profiling row below.""",
                  "gpuutilizationsaturated"),
             ts("Busy time against sampled utilization", "Busy fraction from the busy-time counter (exact over "
                "each interval) and the last sampled utilization ratio (shows bursts).", "percentunit",
@@ -608,19 +600,19 @@ work. For SM activity and occupancy (how much of the GPU the kernels fill) see t
             ts("Memory copy activity", "Fraction of time device memory was read or written.", "percentunit",
                q(g("gpu_memory_copy_utilization_ratio")), min=0, max=1, width=9),
         )),
-        RowSpec("Is it really busy: SM activity (--collector.profiling)", (
+        RowSpec("Is it really busy: SM activity (profiling collector)", (
             note("Busy, or really busy?", """
 GPU-Util (**busy**) is the share of time in which *any* kernel ran: one small kernel at a time reads 100 %.
 **SM active** is the share of time the streaming multiprocessors had work, averaged over all of them:
 how much of the GPU the kernels filled. Busy and low SM activity means kernels that occupy few SMs
-(small batches, one stream, a serial stage): the job's owner can gain speed. Occupancy and tensor show
-how the active SMs are used. Needs `--collector.profiling` (DCGM, or GPM on NVML for Hopper and later).
+(small batches, one stream, a serial stage): the job's owner can gain speed. Tensor shows whether the
+active SMs use their tensor cores. From the profiling collector, on by default (DCGM, or GPM on NVML for
+Hopper and later).
 """, "gpubusylowsmactivity"),
             ts("Utilization against SM activity", f"Busy time against the fraction of time SMs had work and "
-               f"their occupancy: high utilization with low SM activity means kernels that fill few SMs. "
+               f"tensor pipes were active: high utilization with low SM activity means kernels that fill few SMs. "
                f"{PROFILING} Runbook: gpubusylowsmactivity.", "percentunit", q(busy(), GPU + " busy"),
                q(g("gpu_sm_active_ratio"), GPU + " SM active"),
-               q(g("gpu_sm_occupancy_ratio"), GPU + " occupancy"),
                q(g("gpu_tensor_pipe_active_ratio"), GPU + " tensor pipes"), min=0, max=1, width=18),
         )),
         RowSpec("Is it hot or throttled, and why?", (

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""On a host with a real NVIDIA GPU: run gpu-exporter (NVML backend, profiling collector on) and compare
+"""On a host with a real NVIDIA GPU: run gpu-exporter (NVML backend, profiling collector on, every row) and compare
 its values with nvidia-smi --query-gpu, with nvidia-smi dmon --gpm-metrics (NVML's GPM, Hopper and later)
 and with dcgmi dmon where DCGM is installed, under a short load when PyTorch or CuPy can use the GPU.
 Prints one table of agreements and differences and exits within about two minutes.
@@ -155,7 +155,7 @@ def _get(url: str) -> str:
 
 
 def _start_exporter(port: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "gpu_exporter", "--backend", "nvml", "--collector.profiling",
+    command = [sys.executable, "-m", "gpu_exporter", "--backend", "nvml", "--metrics.detail=full",
                "--collect-interval", "1s", "--web.listen-address", f"127.0.0.1:{port}"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.fakenvml.build import BuildError, build
+
+# The exporters the tests start make no control socket unless a test gives one (--control.socket): the
+# default is one per host, under /run, and exporters started side by side would contend for it.
+os.environ.setdefault("GPU_EXPORTER_CONTROL_SOCKET", "")
 
 
 @pytest.fixture(scope="session")

@@ -160,6 +160,8 @@ def start(
     if trace_path is not None:
         child_env["FAKE_NVML_TRACE"] = str(trace_path)
     child_env.update(env or {})
+    # No control socket unless a test asks for one (--control.socket): the default is one per host, under /run.
+    child_env.setdefault("GPU_EXPORTER_CONTROL_SOCKET", "")
     given = any(
         arg in ("-c", "--collect-interval", "--config.file") or arg.startswith("--collect-interval=") for arg in args
     )

@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
+from gpu_exporter.assemble.control import control_server, node_pause
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import releases
@@ -30,6 +31,7 @@ from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
+from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
 from gpu_exporter.status.cache import StatusCache
@@ -83,8 +85,14 @@ def create_app(
                 compat, specs, backend.name, "xid" in collectors, hostname, label, settings.dcgm_exporter,
                 settings.dcgm_exporter_release,
             )  # fmt: skip
-        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan)
+        pauses = Pauses()
+        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan, pauses=pauses)
         holder["sampler"] = running
+        control, labels = control_server(settings, pauses), node_pause(settings, pauses)
+        if control is not None:
+            await anyio.to_thread.run_sync(control.start)
+        if labels is not None:
+            labels.start()
         attributor.start()
         running.start()
         # Bounded wait so the first scrape already has GPU data; a slow start still serves self-metrics.
@@ -94,6 +102,10 @@ def create_app(
         try:
             yield
         finally:
+            if labels is not None:
+                await anyio.to_thread.run_sync(labels.stop)
+            if control is not None:
+                await anyio.to_thread.run_sync(control.stop)
             await anyio.to_thread.run_sync(recorder.stop)
             await anyio.to_thread.run_sync(running.stop)
             await anyio.to_thread.run_sync(attributor.stop)

@@ -55,9 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         "every GPU (or --json, --watch SECONDS) without starting a server, e.g. 'gpu-exporter snapshot --simulate'; "
         "'gpu-exporter doctor' checks what the exporter needs to see GPUs and says the fix for each finding; "
         "'gpu-exporter check [--url URL]' asks a running exporter for its GPUs' health (exit 0 healthy, 1 action "
-        "needed, 2 unknown: a Node Problem Detector plugin). "
-        "'gpu-exporter snapshot --help', 'gpu-exporter doctor --help' and 'gpu-exporter check --help' list their "
-        "own flags.",
+        "needed, 2 unknown: a Node Problem Detector plugin); "
+        "'gpu-exporter pause [--profiling-only] [--for DURATION]' asks the running exporter (over --control.socket) "
+        "to release the GPUs or their profiling counters for a while, 'gpu-exporter resume' to come back now. "
+        "'gpu-exporter snapshot --help', 'doctor --help', 'check --help' and 'pause --help' list their own flags.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", "-v", action="version", version=f"gpu-exporter {__version__}")  # -v: dcgm-exporter
@@ -136,13 +137,14 @@ def _profiling(name: str) -> bool:
 
 
 def with_profiling_for(compat: Sequence[Counter], settings: Settings) -> Settings:
-    """dcgm-exporter collects what its counters list names: a list with profiling fields (DCGM_FI_PROF_*,
-    field ids 1000-1099) turns the profiling collector on, unless it was switched off (or on) explicitly."""
-    if "profiling" in settings.collectors or "profiling" in settings.collectors_chosen:
+    """dcgm-exporter collects what its counters list names: in its mode the profiling collector (on by
+    default) is on when the list names profiling fields (DCGM_FI_PROF_*, field ids 1000-1099) and off when
+    it names none, unless it was switched off (or on) explicitly."""
+    if "profiling" in settings.collectors_chosen:
         return settings
     wanted = [row.field for row in compat if 1000 <= (field_id(row.field) or 0) <= 1099 and _profiling(row.field)]
     if not wanted:
-        return settings
+        return replace(settings, collectors=settings.collectors - {"profiling"})
     log.info(
         "the counters list names profiling fields (%s): the profiling collector is on (--no-collector.profiling "
         "turns it off)", ", ".join(wanted[:3]) + (", ..." if len(wanted) > 3 else "")
@@ -195,8 +197,10 @@ def _reloader(argv: Sequence[str], server: Server) -> Callable[[], None]:
             log.error("config not reloaded, the running settings stay: %s", _one_line(err))
             return
         current = server.settings
-        if "profiling" in current.collectors - new.collectors and "profiling" not in new.collectors_chosen:
-            new = replace(new, collectors=new.collectors | {"profiling"})  # turned on by the counters list
+        if current.metric_names == "dcgm-exporter" and "profiling" not in new.collectors_chosen:
+            # on or off as the counters list made it (with_profiling_for)
+            kept = current.collectors & {"profiling"}
+            new = replace(new, collectors=(new.collectors - {"profiling"}) | kept)
         new = replace(new, dcgm_exporter_release=current.dcgm_exporter_release)  # chosen at start-up
         changed = [item.name for item in fields(Settings) if getattr(new, item.name) != getattr(current, item.name)]
         server.web.reload(new.web_config_file)
@@ -239,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: The subcommands, which may come after flags (``gpu-exporter --simulate mig snapshot``).
-SUBCOMMANDS = ("snapshot", "doctor", "check")
+SUBCOMMANDS = ("snapshot", "doctor", "check", "pause", "resume")
 
 
 def subcommand_first(args: Sequence[str]) -> list[str]:
@@ -266,7 +270,7 @@ def subcommand_first(args: Sequence[str]) -> list[str]:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = subcommand_first(sys.argv[1:] if argv is None else argv)
-    code = subcommand(args, parse_settings)  # snapshot, doctor, check
+    code = subcommand(args, parse_settings)  # snapshot, doctor, check, pause, resume
     if code is not None:
         return code
     try:

@@ -120,6 +120,8 @@ class Settings:
     procfs: str = "/proc"
     passwd: str = ""
     hpc_job_dir: str = ""
+    control_socket: str = "/run/gpu-exporter/control.sock"
+    kubernetes_node_pause: bool = False
     dcgm_exporter: DcgmOptions = DcgmOptions()
 
     @property

@@ -151,6 +151,13 @@ def optional_address(value: str) -> str:
     return _listen_address(value) if value else ""
 
 
+def _socket_path(value: str) -> str:
+    """An absolute path for a Unix socket (the kernel limits it to 107 bytes), or "" for off."""
+    if value and (not value.startswith("/") or len(value.encode()) > 107 or "\x00" in value):
+        raise ValueError("an absolute path of at most 107 bytes such as /run/gpu-exporter/control.sock, or empty (off)")
+    return value
+
+
 def _boolean(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -293,6 +300,15 @@ OPTIONS: tuple[Option, ...] = (
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",
            aliases=("--nvidia-resource-names",), env_aliases=("NVIDIA_RESOURCE_NAMES",)),
+    Option("--control.socket", "control_socket", ("control", "socket"), _socket_path,
+           "Local socket over which 'gpu-exporter pause' and 'gpu-exporter resume' ask this exporter to release "
+           "the GPUs (or their profiling counters) for a while, owner-only (mode 0600); empty turns it off "
+           "(default /run/gpu-exporter/control.sock).", "PATH"),
+    Option("--kubernetes.node-pause", "kubernetes_node_pause", ("kubernetes", "node-pause"), _boolean,
+           "Pause when this node carries the label gpu-exporter.io/pause=full or =profiling, for the duration in "
+           "its annotation gpu-exporter.io/pause-for (default 10m, at most 1h); removing the label resumes. "
+           "Reads the node from --kubernetes.api-url every 5 s (RBAC: get on nodes; default false).",
+           "BOOL", switch=True),
     Option("--log.level", "log_level", ("log", "level"), choice("debug", "info", "warning", "error"),
            "Least severe log level printed: debug, info, warning or error (default info).", "LEVEL"),
     Option("--log.format", "log_format", ("log", "format"), choice("text", "json"),

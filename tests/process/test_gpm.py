@@ -94,7 +94,7 @@ def _wait_for(exporter: Exporter, metric: str, expected: float | None = None, **
 @pytest.mark.parametrize("backend", ["fake", "simulate"])
 def test_gpm_values_natively_and_as_dcgm_fields(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    args = ("--collector.profiling", "--collector.nvlink", "--collect-interval", "0.3s")
+    args = ("--metrics.detail=full", "--collector.nvlink", "--collect-interval", "0.3s")
     native = _start(backend, fakenvml_dir, scenario, tmp_path, *args)
     compat = _start(backend, fakenvml_dir, scenario, tmp_path, *args, "-f", str(PROFILING_CSV))
     try:
@@ -125,7 +125,7 @@ def test_gpm_values_natively_and_as_dcgm_fields(backend: str, fakenvml_dir: Path
 
 def test_first_read_yields_nothing_and_buffers_are_allocated_once(fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "1h", trace=True)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", "--collect-interval", "1h", trace=True)
     try:
         first = samples(exporter.metrics())  # the lifespan serves after the first read: one sample only
     finally:
@@ -145,7 +145,7 @@ def test_buffers_of_a_gone_gpu_are_freed_and_a_new_level_is_seen(fakenvml_dir: P
     """GPU 2's buffers are freed by the enumeration that no longer finds it; gpu0's new level is served."""
     scenario = _scenario(tmp_path)
     exporter = start(
-        fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s",
+        fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", "--collect-interval", "0.3s",
         trace=True,
     )  # fmt: skip
     try:
@@ -168,7 +168,7 @@ def test_buffers_of_a_gone_gpu_are_freed_and_a_new_level_is_seen(fakenvml_dir: P
 
 def test_status_page_and_snapshot_show_sm_activity_beside_utilization(fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", "--collect-interval", "0.3s")
     try:
         _wait_for(exporter, "gpu_sm_active_ratio", gpu="0")
         cards = exporter.get("/api/v1/status").json()["gpus"]
@@ -188,12 +188,13 @@ def test_status_page_and_snapshot_show_sm_activity_beside_utilization(fakenvml_d
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_EXPORTER_", "FAKE_NVML_", "NO_COLOR"))}
     env.update(FAKE_NVML_SCENARIO=str(scenario), LD_LIBRARY_PATH=str(fakenvml_dir))
     done = subprocess.run(
-        [sys.executable, "-m", "gpu_exporter", "snapshot", "--collector.profiling"],
+        [sys.executable, "-m", "gpu_exporter", "snapshot"],  # profiling is on by default
         env=env, capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines[1]
+    [gpu0_line] = [line for line in lines if line.startswith("[0] ")]  # after the host's (and health's) lines
+    assert gpu0_line.startswith("[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % | "), lines
     assert f"    ! {busy} (kernels that occupy few SMs, or a serial stage)" in lines
 
 
@@ -231,7 +232,7 @@ gpu0.mig.2.memory.used = 1073741824
 def test_mig_reports_per_gpu_instance(backend: str, fakenvml_dir: Path, tmp_path: Path) -> None:
     scenario = tmp_path / "h100-mig.scn"
     scenario.write_text(MIG_HOST)
-    exporter = _start(backend, fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+    exporter = _start(backend, fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", "--collect-interval", "0.3s")
     try:
         parsed = _wait_for(exporter, "gpu_sm_active_ratio", gpu="0", gpu_instance="2", compute_instance="1")
     finally:
@@ -252,10 +253,11 @@ def test_mig_reports_per_gpu_instance(backend: str, fakenvml_dir: Path, tmp_path
 
 
 def test_a_gap_restarts_from_a_first_sample(fakenvml_dir: Path, tmp_path: Path) -> None:
-    """While another profiler holds GPU 0's counters (IN_USE for 3 s or more), nothing is served for it; the
-    first value after the gap covers one interval from a fresh sample, never the whole gap."""
+    """While another profiler holds GPU 0's counters (IN_USE for 3 s or more), nothing is served for it and
+    the sample is asked again with backoff (gpm.py: 5 s, then doubling); the first value after the gap covers
+    one interval from a fresh sample, never the whole gap."""
     scenario = _scenario(tmp_path)
-    exporter = start(fakenvml_dir, scenario, tmp_path, "--collector.profiling", "--collect-interval", "0.3s")
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--metrics.detail=full", "--collect-interval", "0.3s")
 
     def rewrite(text: str) -> None:
         tmp = scenario.with_suffix(".tmp")
@@ -276,7 +278,7 @@ def test_a_gap_restarts_from_a_first_sample(fakenvml_dir: Path, tmp_path: Path) 
             time.sleep(0.1)
         rewrite(base)
         seen: list[float] = []
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # the next try comes after the backoff
         while len(seen) < 3 and time.monotonic() < deadline:
             interval = value(samples(exporter.metrics()), "gpu_profiling_interval_seconds", gpu="0")
             if interval is not None and (not seen or interval != seen[-1]):

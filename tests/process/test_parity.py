@@ -275,7 +275,7 @@ def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_p
     text = whole_mib((SCENARIOS / "h100x4.scn").read_text())
     path = tmp_path / "h100x4.scn"
     path.write_text(text)
-    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--collector.profiling", "-c", "300")
+    exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--metrics.detail=full", "-c", "300")
     try:
         deadline = time.monotonic() + 20
         nvml = comparable(exporter.metrics())

@@ -18,7 +18,8 @@ from tests.system.test_status import PROCESSES, _procfs
 
 EXPECTED = """\
 health fail: GPU 3: memory has an unrepairable error: service; GPU 2: NVLink fabric unhealthy: drain
-[0] NVIDIA H100 80GB HBM3 |  71°C,  97 % |  10240 /  81559 MiB |  612 /  700 W | python3/4242(root,8192M,job 77) ?/4343(?,1024M)
+[0] NVIDIA H100 80GB HBM3 |  71°C,  97 %, SM  35 % |  10240 /  81559 MiB |  612 /  700 W | python3/4242(root,8192M,job 77) ?/4343(?,1024M)
+    ! busy but under-using its SMs: GPU-Util 97 %, SM activity 35 % (kernels that occupy few SMs, or a serial stage)
 [1] NVIDIA H100 80GB HBM3 |  64°C,  64 % |  20480 /  81559 MiB |  455 /  700 W
 [2] NVIDIA H100 80GB HBM3 |  38°C,  12 % |  30720 /  81559 MiB |   98 /  650 W
     ! health fail: NVLink fabric unhealthy; action: drain

@@ -74,9 +74,8 @@ def test_every_query_returns_data_on_a_real_prometheus(fakenvml_dir: Path, tmp_p
             attribution[host_a] += ["--kubernetes", "--kubernetes.pod-resources-socket", kubelet.socket_path,
                                     "--kubernetes.refresh-interval", "1s"]  # fmt: skip
         for scenario in (host_a, host_b):
-            profiling = ("--collector.profiling",) if scenario == host_a else ()  # GPM on host A's GPU 0
             exporters.append(start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "500ms",
-                                   "--collector.nvlink", *profiling, *attribution[scenario]))  # fmt: skip
+                                   "--collector.nvlink", *attribution[scenario]))  # fmt: skip
         written = tmp_path / "targets.new"
         written.write_text(json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exporters]}]))
         os.replace(written, targets)

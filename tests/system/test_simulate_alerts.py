@@ -33,7 +33,7 @@ STAGED = {
     "GPUPCIeLinkDegraded": ("3",),
     "GPUIdleMemoryHeld": ("4",),
     "GPUInputStarvation": ("5",),
-    "GPUBusyLowSMActivity": ("3",),  # with --collector.profiling: GPU-Util 100 %, SM activity 28 % (GPM)
+    "GPUBusyLowSMActivity": ("3",),  # profiling on by default: GPU-Util 100 %, SM activity 28 % (GPM)
 }
 SCRAPES, GAP_S, STEPS = 36, 1.0, 75  # scrapes taken (one 35 s cycle), seconds between them, promtool minutes
 
@@ -57,8 +57,7 @@ def _values(name: str, seen: list[float], seconds: float) -> str:
 def test_default_simulated_host_trips_the_alerts_the_readme_names(tmp_path: Path) -> None:
     promtool = tool("promtool", "Debian's prometheus package (scripts/test installs it)")
     exporter = start(
-        None, None, tmp_path, "--simulate", "--collect-interval", "1s", "--collector.profiling",
-        env={"LD_LIBRARY_PATH": ""},
+        None, None, tmp_path, "--simulate", "--collect-interval", "1s", env={"LD_LIBRARY_PATH": ""},
     )  # fmt: skip
     try:
         wait_cycles(exporter, 2)  # past the first cycles, so every integral has a rate

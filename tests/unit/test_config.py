@@ -18,7 +18,7 @@ def test_defaults() -> None:
     settings = parse_settings([], {})
     assert settings == Settings()
     assert settings.port == 9400 and settings.host == "0.0.0.0"
-    assert settings.collectors == frozenset(COLLECTORS) - {"profiling", "nvlink", "nvswitch"}
+    assert settings.collectors == frozenset(COLLECTORS) - {"nvlink", "nvswitch"}
 
 
 @pytest.mark.parametrize(

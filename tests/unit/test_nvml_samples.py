@@ -4,9 +4,10 @@ in gpu_utilization_low_seconds_total although a 1 s point poller would miss most
 reports the busy percent of each 200 ms (as an H200 does), so one sample per dip lies wholly in it:
 0.08 of the time is counted below 10 % (the neighbouring samples, half in the dip, read 37 %).
 gpu_utilization_seconds_total integrates every driver sample (the cycle's mean, 0.622, not the 0.70
-most points show); a GPU whose driver keeps no utilisation buffer falls back to the point read, as
-does a clock whose buffer is empty (as an H200's are), each asked once; the utilisation point call is
-not made where the buffer answers. The power peak is the highest 20 ms power sample; the SM clock
+most points show), and gpu_utilization_ratio is the mean of the samples since the previous read; a GPU
+whose driver keeps no utilisation buffer falls back to the point read, as does a clock whose buffer is
+empty (as an H200's are), each asked once; the utilisation point call is not made where the buffer
+answers. The power peak is the highest 20 ms power sample; the SM clock
 minimum counts only samples taken while busy."""
 
 from __future__ import annotations

@@ -56,6 +56,13 @@ def test_an_unsupported_pair_is_left_alone_until_its_retry_interval_then_asked_a
     assert memo.remembers_any()
 
 
+def _first_report(memo: UnsupportedMemo) -> None:
+    """Two reports: a sampler's memo at short intervals holds a GPU's first report one cycle (what GPM learns
+    at its second read joins it); these tests hold alike whether it does or not."""
+    memo.report()
+    memo.report()
+
+
 @given(st.floats(min_value=0.001, max_value=3600), st.floats(min_value=0, max_value=7200))
 def test_asked_again_exactly_when_the_retry_interval_has_passed(retry: float, later: float) -> None:
     memo, clock = _memo(retry)
@@ -71,7 +78,7 @@ def test_a_rediscovery_asks_every_pair_again_at_once_without_logging_them_again(
     caplog.set_level(logging.INFO)
     memo, _ = _memo()
     memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
-    memo.report()
+    _first_report(memo)
     assert len(_lines(caplog)) == 1
     memo.rediscovered()
     assert memo.asks("GPU-0000", "gpu_power_watts")
@@ -86,7 +93,7 @@ def test_an_answer_forgets_the_pair_and_is_logged_once(caplog: pytest.LogCapture
     memo, _ = _memo()
     memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
     memo.answered("GPU-0000", "gpu_temperature_celsius", GROUP)  # never unsupported: nothing to say
-    memo.report()
+    _first_report(memo)
     assert len(_lines(caplog)) == 1
     memo.answered("GPU-0000", "gpu_power_watts", GROUP)
     assert memo.asks("GPU-0000", "gpu_power_watts") and not memo.remembers_any()
@@ -107,7 +114,7 @@ def test_one_short_line_per_gpu_and_report_the_families_and_series_at_debug(
     memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
     memo.unsupported("GPU-0000", "gpu_fan_speed_ratio", "nvmlDeviceGetFanSpeed is not supported", GROUP)
     memo.unsupported("GPU-1111", "gpu_power_watts", POWER, "GPU 1 (GPU-1111)")
-    memo.report()
+    _first_report(memo)
     records = [(record.levelno, record.getMessage()) for record in caplog.records]
     caplog.clear()
     info = [message for level, message in records if level == logging.INFO]
@@ -145,7 +152,7 @@ def test_an_entity_without_a_group_is_logged_under_its_own_uid(caplog: pytest.Lo
     caplog.set_level(logging.INFO)
     memo, _ = _memo()
     memo.unsupported("nvswitch3", "gpu_nvswitch_temperature_celsius", "field 858 not supported")
-    memo.report()
+    _first_report(memo)
     assert _lines(caplog)[0].startswith("nvswitch3: 1 value(s) not supported here")
 
 
@@ -154,10 +161,28 @@ def test_unsupported_again_after_an_answer_is_a_new_change(caplog: pytest.LogCap
     memo, clock = _memo()
     memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
     memo.answered("GPU-0000", "gpu_power_watts", GROUP)
-    memo.report()
+    _first_report(memo)
     assert len(_lines(caplog)) == 2  # went, came back: both said
     clock.now += 1
     memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)
     memo.report()
     lines = _lines(caplog)
     assert len(lines) == 1 and lines[0].startswith(f"{GROUP}: 1 value(s) not supported here")
+
+
+def test_a_gpus_first_report_waits_one_cycle_so_the_second_reads_findings_join_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GPM computes between two samples: what a GPU's GPM lacks is known at its second read. Its first
+    report is held one cycle, so a GPU says what it lacks in one line; later changes are reported at once."""
+    caplog.set_level(logging.INFO)
+    memo = UnsupportedMemo(RETRY_SECONDS, _Clock(), hold_first=True)  # the sampler's at intervals up to 10 s
+    memo.unsupported("GPU-0000", "gpu_power_watts", POWER, GROUP)  # the first read
+    memo.report()
+    assert _lines(caplog) == []
+    memo.unsupported("GPU-0000", "gpu_nvofa_engine_active_ratio{engine=0}", "nvmlGpmMetricsGet", GROUP)  # the second
+    memo.report()
+    assert [line.split(" value(s)")[0] for line in _lines(caplog)] == [f"{GROUP}: 2"]
+    memo.unsupported("GPU-0000", "gpu_fan_speed_ratio", "fan", GROUP)
+    memo.report()
+    assert [line.split(" value(s)")[0] for line in _lines(caplog)] == [f"{GROUP}: 1"]

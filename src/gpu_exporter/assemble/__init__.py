@@ -21,6 +21,7 @@ from gpu_exporter.compat.render import compat_renderer
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.render import native_renderer
 from gpu_exporter.sampling.consumers import NATIVE, Memory
+from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import REDISCOVER_SECONDS, Sampler
 from gpu_exporter.sampling.snapshot import Renderer
 
@@ -41,10 +42,12 @@ def sampler_for(
     *,
     interval: float | None = None,
     compat: CompatPlan | None = None,
+    pauses: Pauses | None = None,
 ) -> tuple[Sampler, Attributor]:
     """The sampler the settings describe for ``collectors`` (the settings' own, or more where a
     counters list asks for them), with the attribution the settings ask for (started by the caller).
-    ``interval`` overrides ``--collect-interval`` (``snapshot --watch``)."""
+    ``interval`` overrides ``--collect-interval`` (``snapshot --watch``); ``pauses`` holds the pause asked
+    of the daemon (its control socket)."""
     specs = enabled_specs(collectors)
     holder: list[Sampler] = []
     attributor = attributor_for(
@@ -56,7 +59,7 @@ def sampler_for(
         renderer=renderer, attribution=attributor, memory=memory, watch_events="xid" in collectors,
         vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
         rediscover_interval=settings.rediscover_interval, max_processes=settings.max_processes,
-        expected_gpus=settings.expected_gpus or None,
+        expected_gpus=settings.expected_gpus or None, pauses=pauses,
     )  # fmt: skip
     holder.append(sampler)
     return sampler, attributor
@@ -73,6 +76,7 @@ def bare_sampler(
     clock: Callable[[], float] = time.monotonic,
     rediscover_interval: float = REDISCOVER_SECONDS,
     expected_gpus: int | None = None,
+    pauses: Pauses | None = None,
 ) -> Sampler:
     """A sampler without attribution sources (``doctor``, in-process tests): processes are listed
     and folded, never labelled with pods or jobs."""
@@ -80,5 +84,5 @@ def bare_sampler(
     return Sampler(
         backend, specs, interval, reason, renderer=renderer, attribution=Attributor(), memory=memory,
         watch_events=watch_events, clock=clock, rediscover_interval=rediscover_interval,
-        expected_gpus=expected_gpus,
+        expected_gpus=expected_gpus, pauses=pauses,
     )  # fmt: skip

@@ -195,6 +195,11 @@ class Backend(Protocol):
     def not_served(self) -> dict[str, int]:
         """Vendor fields the backend would read but cannot ask this library for, counted by reason."""
 
+    def release_profiling(self, released: bool) -> None:
+        """Release (True) the GPU's profiling counters for another profiler until restored (False): the
+        profiling rows are not asked for meanwhile, and the backend drops what would otherwise hold the
+        counters or carry a sample across the gap (GPM sample buffers, DCGM's profiling watches)."""
+
     def close(self) -> None:
         """Release the vendor library; safe to call when not open."""
 

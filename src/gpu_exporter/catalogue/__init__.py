@@ -21,6 +21,7 @@ from gpu_exporter.catalogue import (
     devices,
     fabric,
     health,
+    keys,
     links,
     modes,
     power_smoothing,
@@ -98,8 +99,14 @@ WINDOWED_FAMILIES: frozenset[str] = frozenset({"gpu_clock_event_active"})
 
 #: Collector names: the catalogue's, in table order, then ``xid`` (events rather than polled values).
 COLLECTORS: tuple[str, ...] = (*dict.fromkeys(spec.collector for spec in ALL_METRICS), "xid")
-#: Collectors that are off unless enabled: expensive, or needing exclusive access to the GPU.
-DEFAULT_OFF: frozenset[str] = frozenset({"profiling", "nvlink", "nvswitch"})
+#: Rows whose value is the mean of the driver's samples since the previous read where the backend hands
+#: them over (NVML's sample buffers), rather than the newest sample: a gauge that says what the interval
+#: was. dcgm-exporter's names keep the vendor's own value (the compatibility renders the raw value).
+SAMPLE_MEANS: frozenset[str] = frozenset({keys.UTILIZATION})
+#: Collectors that are off unless enabled: expensive, or of hardware most hosts lack. Profiling is on: it
+#: reads what the GPU offers (GPM on Hopper and later on NVML, DCGM's profiling module), backs off while
+#: another profiler holds the counters, and ``--no-collector.profiling`` turns it off.
+DEFAULT_OFF: frozenset[str] = frozenset({"nvlink", "nvswitch"})
 DEFAULT_COLLECTORS: frozenset[str] = frozenset(COLLECTORS) - DEFAULT_OFF
 
 
@@ -129,7 +136,8 @@ __all__ = [
     "FULL", "DEVICE_LABELS", "EVENT_METRICS", "FAMILIES", "FIXED", "HEALTH_METRICS", "IDENTITY_METRICS",
     "INFO_LABELS", "KIB",
     "LINK_LABEL", "METRICS", "MIB", "MIG_INFO_LABELS", "MIG_LABELS", "NVLINK_ERROR_FIELDS", "NVSWITCH_IDENTITY_FIELDS",
-    "NVSWITCH_PORT_ERRORS", "ONE", "PRECREATED_XIDS", "ROOT_OF", "SELF_METRICS", "STATIC", "SWITCH_FIXED_METRICS",
+    "NVSWITCH_PORT_ERRORS", "ONE", "PRECREATED_XIDS", "ROOT_OF", "SAMPLE_MEANS", "SELF_METRICS", "STATIC",
+    "SWITCH_FIXED_METRICS",
     "SWITCH_METRICS", "PRECREATED_ERROR_KINDS", "PRECREATED_INVALID",
     "UNIT_MAXIMA", "UNIT_SUFFIXES", "VIOLATION_POLICIES", "WINDOWED_FAMILIES", "XID_CODES", "Constant",
     "DcgmSource", "Derivation", "Detail", "EntityKind", "FixedMetric", "IdleWhileAllocated", "IdleWhileHeld",

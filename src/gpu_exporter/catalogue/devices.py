@@ -36,8 +36,10 @@ ROWS: tuple[MetricSpec, ...] = (
     # utilization
     _gauge(
         "gpu_utilization_ratio", "ratio",
-        "Fraction of the last sample period during which one or more kernels ran on the GPU (on NVML the "
-        "driver's latest sample, nvmlDeviceGetSamples NVML_GPU_UTILIZATION_SAMPLES, where it keeps them)",
+        "Fraction of time during which one or more kernels ran on the GPU: on NVML the mean of the driver's "
+        "samples since the previous read (nvmlDeviceGetSamples NVML_GPU_UTILIZATION_SAMPLES, several a second), "
+        "so a periodic load reads as its average rather than aliased into 0 and 1; the latest sample where no "
+        "new one came, and where the driver keeps none its last sample period",
         "utilization",
         NvmlSource("nvmlDeviceGetUtilizationRates", "gpu", _PERCENT), DcgmSource(203, _PERCENT),
         "DCGM_FI_DEV_GPU_UTIL", Fraction(100),

@@ -95,11 +95,29 @@ BACKEND_INFO = FixedMetric(
     "gpu_exporter_backend_info",
     "gauge",
     "",
-    ("backend", "reason"),
-    "Backend in use and why it was chosen (or why it is down); value is always 1.",
+    ("backend", "reason", "until"),
+    'Backend in use and why it was chosen (or why it is down: reason="paused" while a full pause asked of the '
+    'exporter holds it closed, until="2026-12-07T05:40:00Z" when it ends on its own, only then); value is '
+    "always 1.",
 )
 BACKEND_UP = FixedMetric(
     "gpu_exporter_backend_up", "gauge", "", (), "1 while the backend is initialised and answering."
+)
+PAUSED = FixedMetric(
+    "gpu_exporter_paused",
+    "gauge",
+    "",
+    ("scope",),
+    "1 while a pause asked of the exporter (gpu-exporter pause) is in force, by scope: profiling "
+    "(the profiling collector's vendor calls stopped, its series absent) or full (the GPU library released, "
+    "every GPU series absent); 0 otherwise. Alert rules about missing GPUs hold off while it is 1.",
+)
+PAUSE_END = FixedMetric(
+    "gpu_exporter_pause_end_timestamp_seconds",
+    "gauge",
+    "seconds",
+    ("scope",),
+    "Unix time the pause in force ends on its own (gpu-exporter resume ends it earlier); absent when none is.",
 )
 COLLECT_INTERVAL = FixedMetric(
     "gpu_exporter_collect_interval_seconds", "gauge", "seconds", (), "Configured time between sampling cycles."
@@ -228,6 +246,8 @@ SELF_METRICS: tuple[FixedMetric, ...] = (
     BUILD_INFO,
     BACKEND_INFO,
     BACKEND_UP,
+    PAUSED,
+    PAUSE_END,
     COLLECT_INTERVAL,
     SAMPLE_DURATION,
     LAST_SAMPLE_TIMESTAMP,

@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -22,7 +23,9 @@ from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
 from gpu_exporter.backends.base import BackendUnavailable
 from gpu_exporter.commands import check, doctor
+from gpu_exporter.commands.pause import pause_command, resume_command
 from gpu_exporter.config import ConfigError, Settings
+from gpu_exporter.control.client import Unreachable, ask
 from gpu_exporter.logs import setup
 from gpu_exporter.status.terminal import render
 from gpu_exporter.status.view import status
@@ -70,6 +73,16 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
         print(f"gpu-exporter snapshot: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     setup("error" if settings.log_level == "info" else settings.log_level, settings.log_format)
+    pause = daemon_pause(settings)
+    if pause is not None:  # the running exporter stepped aside on request: so does this look
+        scope, until, source = pause.get("scope"), pause.get("until"), pause.get("source")
+        if scope == "full":
+            print(f"gpu-exporter snapshot: the exporter is paused on request until {until} ({source}): the GPUs "
+                  "are released, and this look leaves them alone too; gpu-exporter resume ends the pause")  # fmt: skip
+            return 0
+        print(f"gpu-exporter snapshot: profiling paused on request until {until} ({source}): no SM activity, "
+              "occupancy, tensor or DRAM values", file=sys.stderr)  # fmt: skip
+        settings = replace(settings, collectors=settings.collectors - {"profiling"})
     try:
         backend, reason = select(settings)
     except BackendUnavailable as err:
@@ -120,6 +133,19 @@ def snapshot(argv: Sequence[str], parse_settings: ParseSettings) -> int:
         attributor.stop()
 
 
+def daemon_pause(settings: Settings) -> dict[str, object] | None:
+    """The pause the exporter running on this host has in force, asked over its control socket; None when
+    there is none, or no exporter answers there."""
+    if not settings.control_socket or settings.simulate:
+        return None
+    try:
+        reply = ask(settings.control_socket, {"command": "status"})
+    except Unreachable:
+        return None
+    pause = reply.get("pause")
+    return pause if isinstance(pause, dict) else None
+
+
 def _no_data(view: dict[str, object]) -> str:
     """Why the view has no GPU data (empty when it has some)."""
     if not view["backend_up"]:
@@ -166,4 +192,8 @@ def subcommand(args: Sequence[str], parse_settings: ParseSettings) -> int | None
         return doctor_command(args[1:], parse_settings)
     if args[:1] == ["check"]:
         return check.main(args[1:])
+    if args[:1] == ["pause"]:
+        return pause_command(args[1:], parse_settings)
+    if args[:1] == ["resume"]:
+        return resume_command(args[1:], parse_settings)
     return None

@@ -9,6 +9,7 @@ variant labels; names, types, units and help all come from the catalogue.
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,6 +21,7 @@ from gpu_exporter.catalogue import PRECREATED_XIDS, SELF_METRICS, FixedMetric, M
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.health import ACTIONS, Health
+from gpu_exporter.sampling.pause import SCOPES as PAUSE_SCOPES
 from gpu_exporter.sampling.snapshot import DeviceView, Samples, SelfStats
 
 
@@ -205,8 +207,15 @@ def self_families(stats: SelfStats, devices: Sequence[DeviceView], health: Healt
     last cycle."""
     families = {metric: _fixed(metric) for metric in SELF_METRICS}
     _add(families[fixed.BUILD_INFO], {"version": stats.version, "python_version": platform.python_version()}, 1)
-    _add(families[fixed.BACKEND_INFO], {"backend": stats.backend, "reason": stats.backend_reason}, 1)
+    backend = {"backend": stats.backend, "reason": stats.backend_reason}
+    if stats.pause is not None and stats.pause.scope == "full" and not stats.backend_up:
+        backend["until"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.pause.until_wall))
+    _add(families[fixed.BACKEND_INFO], backend, 1)
     _add(families[fixed.BACKEND_UP], {}, 1 if stats.backend_up else 0)
+    for scope in PAUSE_SCOPES:
+        _add(families[fixed.PAUSED], {"scope": scope}, 1 if stats.pause and stats.pause.scope == scope else 0)
+    if stats.pause is not None:
+        _add(families[fixed.PAUSE_END], {"scope": stats.pause.scope}, stats.pause.until_wall)
     _add(families[fixed.COLLECT_INTERVAL], {}, stats.interval_seconds)
     if stats.cycle_seconds is not None:
         _add(families[fixed.SAMPLE_DURATION], {}, stats.cycle_seconds)

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 
 from gpu_exporter.backends.base import RawReading
-from gpu_exporter.catalogue import BY_KEY
+from gpu_exporter.catalogue import BY_KEY, SAMPLE_MEANS
 from gpu_exporter.catalogue.spec import Source
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.memo import UnsupportedMemo
@@ -55,6 +55,8 @@ def _row(backend: str, key: str) -> _Row | None:
 def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: bool = True) -> Converted:
     """Convert one read; every answered pair is reported to ``memo``, every unsupported one too; the raw
     vendor value behind each kept value is kept too when ``keep_raw`` (only dcgm-exporter's names need it).
+    A :data:`~gpu_exporter.catalogue.SAMPLE_MEANS` row with new driver samples takes their mean as its value
+    (its raw value stays the vendor's newest sample, which dcgm-exporter's names render).
 
     Each value is ``raw × scale`` as :func:`~gpu_exporter.catalogue.spec.scaled` computes it (the
     numerator, then the denominator), kept when the raw value is no driver sentinel and the value lies
@@ -88,6 +90,11 @@ def convert(reading: RawReading, backend: str, memo: UnsupportedMemo, keep_raw: 
             )
     for entity, series in reading.samples.items():
         out.samples[entity] = {key: _samples(backend, key, samples) for key, samples in series.items()}
+        values = out.values.get(entity, {})
+        for key in SAMPLE_MEANS.intersection(series):
+            mean = _mean(backend, key, series[key])
+            if key in values and mean is not None:  # no new sample: the newest stays
+                values[key] = mean
     for entity, key, what in reading.unsupported:
         memo.unsupported(entity.uid, key, what, group(entity))
     return out
@@ -102,6 +109,17 @@ def _samples(backend: str, key: str, samples: tuple[tuple[float, float], ...]) -
     top = math.inf if bound is None else bound
     scaled = [(t, raw * numerator / denominator) for t, raw in samples if raw not in SENTINELS]
     return tuple(sample for sample in scaled if minimum <= sample[1] <= top)
+
+
+def _mean(backend: str, key: str, samples: tuple[tuple[float, float], ...]) -> float | None:
+    """The mean of the plausible driver samples of one row in base units (averaged raw, then scaled once, so
+    equal samples give exactly their value); None without one."""
+    row = _row(backend, key)
+    if row is None:
+        return None
+    _name, minimum, bound, numerator, denominator, _special = row
+    raws = [raw for _t, raw in samples if raw not in SENTINELS and minimum <= raw * numerator / denominator <= bound]
+    return math.fsum(raws) / len(raws) * numerator / denominator if raws else None
 
 
 def group(entity: Entity) -> str:

@@ -3,9 +3,10 @@
 A pair the vendor called unsupported is not asked again for ``retry_seconds`` (a minute), and is
 asked again at once after a rediscovery, so a call that failed that way during a driver hiccup comes
 back by itself. Each change is logged once, and once per GPU and cycle: :meth:`UnsupportedMemo.report`
-(the sampler calls it after each cycle) writes one short line per GPU saying how many values turned
-unsupported, and at debug level which (the rows absent from /metrics, with how many links or
-instances) and the driver's words; and one line per GPU naming those that answer again. Re-asking is
+(the sampler calls it after each cycle; at collect intervals up to 10 s a GPU's first report waits one
+cycle, so that what GPM learns at its second read joins it) writes one short line per GPU saying how
+many values turned unsupported, and at debug level which (the rows absent from /metrics, with how many
+links or instances) and the driver's words; and one line per GPU naming those that answer again. Re-asking is
 silent. :meth:`UnsupportedMemo.lacking` names what a GPU lacks now, for the status page.
 """
 
@@ -20,12 +21,23 @@ log = logging.getLogger(__name__)
 
 #: How long an unsupported (entity, row) pair is left alone before it is asked again.
 RETRY_SECONDS = 60.0
+#: The longest collect interval at which a GPU's first report waits for the next cycle (seconds): longer,
+#: and the line would come that much later, so what GPM learns at the second read gets a line of its own.
+HOLD_FIRST_MAX_INTERVAL = 10.0
 
 
 class UnsupportedMemo:
     """Thread-safe: workers ask it, the sampler feeds it."""
 
-    def __init__(self, retry_seconds: float = RETRY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        retry_seconds: float = RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        hold_first: bool = False,
+    ) -> None:
+        """``hold_first``: a GPU's first report waits for the next report (the sampler asks for it when its
+        next cycle comes within :data:`HOLD_FIRST_MAX_INTERVAL`)."""
+        self._hold_first = hold_first
         self._retry = retry_seconds
         self._clock = clock
         self._lock = threading.Lock()
@@ -36,6 +48,7 @@ class UnsupportedMemo:
         # GPU (or switch) → row → (entities, the vendor's words): changes not yet reported
         self._off: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
         self._on: dict[str, dict[str, tuple[set[str], set[str]]]] = {}
+        self._met: set[str] = set()  # groups whose first report is made or held
 
     def asks(self, uid: str, key: str) -> bool:
         """Whether to ask the vendor for row ``key`` of entity ``uid`` now."""
@@ -93,6 +106,13 @@ class UnsupportedMemo:
         unsupported, one for those that answer again."""
         with self._lock:
             off, on, self._off, self._on = self._off, self._on, {}, {}
+            for group in [group for group in off if self._hold_first and group not in self._met]:
+                # A GPU's first report waits for the next one, so what its backend learns only at its second
+                # read (GPM computes between two samples) joins the same line: one line per GPU at start.
+                self._met.add(group)
+                self._off[group] = off.pop(group)
+                if group in on:
+                    self._on[group] = on.pop(group)
         for group, rows in off.items():
             log.info(
                 "%s: %d value(s) not supported here, absent from /metrics (not 0; named on the status page and at "

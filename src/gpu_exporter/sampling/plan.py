@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gpu_exporter.backends.base import Request
-from gpu_exporter.catalogue import MetricSpec
+from gpu_exporter.catalogue import SAMPLE_MEANS, MetricSpec
 
 #: A value is current while its read finished at most this many intervals ago.
 STALE_INTERVALS = 3
@@ -39,8 +39,11 @@ class Plan:
         self._due: dict[tuple[str, tuple[bool, ...] | None], tuple[MetricSpec, ...]] = {}
         self._slow_everys = sorted(set(self.slow.values()))
         self._slow_due: dict[tuple[bool, ...] | None, tuple[str, ...]] = {}
-        #: The rows whose driver samples a derivation integrates (the first input, as derive reads them).
-        self.sampled = frozenset(spec.derive.inputs[0] for spec in specs if spec.derive and spec.derive.inputs)
+        #: The rows whose driver samples a derivation integrates (the first input, as derive reads them), or
+        #: whose value is their mean (convert).
+        self.sampled = frozenset(spec.derive.inputs[0] for spec in specs if spec.derive and spec.derive.inputs) | {
+            spec.key for spec in specs if spec.key in SAMPLE_MEANS
+        }
 
     def wants(self, root: str) -> bool:
         """True when any row is read from roots of this kind (``gpu`` or ``fabric``)."""

@@ -48,6 +48,7 @@ class RootState:
     lost: bool = False
     vanished_at: float | None = None
     everything_in: int | None = None  # the cycle of the first read, which asked for every row
+    seen_before_pause: bool = False  # read before a full pause: its next read asks for every row again
 
 
 class Backoff:
@@ -71,17 +72,22 @@ class Backoff:
 class ControlOutcome:
     """What the control worker did: ``opened`` (host, devices), ``discovered`` (devices),
     ``unavailable`` (opening failed) or ``down`` (re-enumerating failed; the backend was closed),
-    with the reason word and the message of a failure."""
+    with the reason word and the message of a failure; ``closed`` (a full pause released the library)
+    or ``profiling`` (the profiling collector's vendor state released or restored, ``reason`` says which)."""
 
-    kind: Literal["opened", "discovered", "unavailable", "down"]
+    kind: Literal["opened", "discovered", "unavailable", "down", "closed", "profiling"]
     host: HostIdentity = field(default_factory=HostIdentity)
     devices: Sequence[DeviceIdentity] = ()
     reason: str = ""
     message: str = ""
 
 
+Action = Literal["open", "discover", "close", "release_profiling", "restore_profiling"]
+
+
 class Control:
-    """Opens, re-enumerates and (after a failed enumeration) closes the backend on its own thread."""
+    """Opens, re-enumerates and (after a failed enumeration, or for a full pause) closes the backend on its
+    own thread, and releases or restores its profiling for a profiling pause."""
 
     def __init__(
         self,
@@ -92,11 +98,11 @@ class Control:
     ) -> None:
         self._backend = backend
         self._watch_events = watch_events
-        self._action: Literal["open", "discover"] = "open"
+        self._action: Action = "open"
         self._taken: Result[ControlOutcome] | None = None
         self.worker: Worker[ControlOutcome] = Worker("backend-control", self._run, done, clock)
 
-    def start(self, action: Literal["open", "discover"], cycle: int) -> None:
+    def start(self, action: Action, cycle: int) -> None:
         """Begin ``action`` unless the previous one still runs."""
         if self.worker.busy_since is None:
             self._action = action
@@ -115,6 +121,13 @@ class Control:
         return result.value
 
     def _run(self, _cycle: int) -> ControlOutcome:
+        if self._action == "close":
+            self._backend.close()
+            return ControlOutcome("closed", reason="paused")
+        if self._action in ("release_profiling", "restore_profiling"):
+            released = self._action == "release_profiling"
+            self._backend.release_profiling(released)
+            return ControlOutcome("profiling", reason="released" if released else "restored")
         if self._action == "open":
             try:
                 host, devices = self._backend.open(self._watch_events)

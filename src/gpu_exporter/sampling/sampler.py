@@ -10,6 +10,12 @@ Freshness rule: a root's values are served only if its last read finished within
 ``STALE_INTERVALS`` intervals (``every + 2`` intervals for slow-cadence rows); older values are
 dropped rather than shown as current, and ``gpu_exporter_device_stalled`` says why.
 
+Pause (:mod:`.pause`): while a full pause is asked for, no read is started, the control worker closes the
+backend once the reads in flight are done, and snapshots hold no GPU (absent, never stale or zero)
+until the pause ends and the backend is opened again, every GPU's first read then asking for every row
+(counters kept). A profiling pause leaves the profiling rows out of every request and has the backend
+release what holds the counters, until it ends.
+
 Recovery: while the backend is down it is reopened with backoff (1 s doubling to 30 s). While a
 GPU is lost (or has vanished from enumeration) GPUs are enumerated again with the same backoff, so
 a GPU that comes back is sampled again without a restart. A GPU that stays out of the driver's
@@ -26,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from gpu_exporter import __version__
-from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, tally
+from gpu_exporter.backends.base import Backend, DeviceIdentity, HostIdentity, RawReading, Request, tally
 from gpu_exporter.catalogue import PRECREATED_ERROR_KINDS, PRECREATED_INVALID, MetricSpec
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.consumers import Attribution, Memory
@@ -34,7 +40,8 @@ from gpu_exporter.sampling.convert import Converted, convert, group
 from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
 from gpu_exporter.sampling.health import HealthModel
-from gpu_exporter.sampling.memo import RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.sampling.memo import HOLD_FIRST_MAX_INTERVAL, RETRY_SECONDS, UnsupportedMemo
+from gpu_exporter.sampling.pause import Pause, Pauses
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
 from gpu_exporter.sampling.processes import MAX_PROCESSES, fold
 from gpu_exporter.sampling.readpool import ReadPool
@@ -92,11 +99,13 @@ class Sampler:
         rediscover_interval: float = REDISCOVER_SECONDS,
         max_processes: int = MAX_PROCESSES,
         expected_gpus: int | None = None,
+        pauses: Pauses | None = None,
     ) -> None:
         """``renderer`` turns each cycle's frame into its exposition, ``attribution`` labels each GPU's
         processes and adds its allocations (on the read's thread, after processes beyond
         ``max_processes`` per GPU are folded), ``memory`` is what the renderer needs kept beyond
-        current values (:mod:`gpu_exporter.assemble` builds all three)."""
+        current values (:mod:`gpu_exporter.assemble` builds all three); ``pauses`` holds the pause asked
+        for, if any (:mod:`.pause`)."""
         self._backend = backend
         self._specs = tuple(specs)
         self._plan = Plan(self._specs, backend.name, interval)
@@ -112,7 +121,7 @@ class Sampler:
         self._attribution = attribution
         self._max_processes = max_processes
         self._memory = memory
-        self._memo = UnsupportedMemo(unsupported_retry, clock)
+        self._memo = UnsupportedMemo(unsupported_retry, clock, hold_first=interval <= HOLD_FIRST_MAX_INTERVAL)
         self._integrators = Integrators(self._specs, STALE_INTERVALS * interval)
         self._windows = Windows(self._specs, memory.clock_events_seconds)
         self._tallies = EventTallies(memory.xids_seconds)
@@ -129,6 +138,10 @@ class Sampler:
         self._down_reason = "starting"
         self._down_message = "not opened yet"  # why the backend is down, in words with the fix
         self._open_backoff = Backoff()
+        self._pauses = pauses
+        self._pause: Pause | None = None  # the pause this cycle runs under
+        self._profiling_released = False  # the backend was told to release profiling (a profiling pause)
+        self._unprofiled: dict[int, tuple[tuple[MetricSpec, ...], tuple[MetricSpec, ...]]] = {}
         self._discover_backoff = Backoff()
         self._cycle = 0
         # Counters start at 0 (their dashboard panels and rate() need a series before the first event):
@@ -190,17 +203,20 @@ class Sampler:
         deadline = started + WAIT_FRACTION * self._interval
         cycle = self._cycle
         self._cycle += 1
+        self._pause = self._pauses.current() if self._pauses is not None else None
         self._steer(started, cycle, deadline)
+        released = self._full_pause()
         notes = CycleNotes()
         for state in self._roots():  # a read that finished after the last cycle's wait: fold it before
             self._take(state, notes)  # the next read replaces it (a first read asks for every row)
-        triggered = self._trigger(cycle) if self._open else []
+        triggered = self._trigger(cycle) if self._open and not released else []
         self._wait_reads(triggered, deadline)
         now = self._clock()
         self._tallies.add(self._backend.drain_events())
-        views = tuple(self._view(state, now, notes) for state in self._roster)
-        fabric = self._fabric_samples(now, notes)
-        self._forget_vanished(now)
+        views = () if released else tuple(self._view(state, now, notes) for state in self._roster)
+        fabric = {} if released else self._fabric_samples(now, notes)
+        if not released:
+            self._forget_vanished(now)
         wall = self._wall()  # the frame's time, and the last sample's when GPUs answered: one reading
         if any(view.up and view.values for view in views):
             self._last_success = wall
@@ -238,11 +254,28 @@ class Sampler:
                     return
             self._reads.check()
 
+    def _full_pause(self) -> bool:
+        return self._pause is not None and self._pause.scope == "full"
+
+    def _reading(self, now: float) -> bool:
+        """True while a read started before is still running (one stalled past an interval does not count)."""
+        return any(
+            state.worker.busy_since is not None and now - state.worker.busy_since <= self._interval
+            for state in self._roots()
+        )
+
     def _steer(self, now: float, cycle: int, deadline: float) -> None:
-        """Open or re-enumerate through the control worker when due, waiting within the deadline,
-        and apply what it returned (in this cycle or, if it is slow, a later one)."""
-        if not self._open and self._open_backoff.due(now):
+        """Open, re-enumerate, close for a full pause or release profiling for a profiling pause through the
+        control worker when due, waiting within the deadline, and apply what it returned (in this cycle or,
+        if it is slow, a later one). A pause's release waits for the reads in flight."""
+        release = self._pause is not None and self._pause.scope == "profiling"
+        if self._full_pause():
+            if self._open and not self._reading(now):
+                self._control.start("close", cycle)
+        elif not self._open and self._open_backoff.due(now):
             self._control.start("open", cycle)
+        elif self._open and release != self._profiling_released and not (release and self._reading(now)):
+            self._control.start("release_profiling" if release else "restore_profiling", cycle)
         elif self._open and self._discovery_due(now):
             self._control.start("discover", cycle)
         self._wait(lambda: self._control.worker.busy_since is None, deadline)
@@ -257,6 +290,18 @@ class Sampler:
 
     def _apply(self, outcome: ControlOutcome, now: float) -> None:
         backend = self._backend.name
+        if outcome.kind == "closed":  # a full pause: nothing is read or enumerated until it ends
+            # profiling stays as released or not: the backend keeps it
+            self._open, self._down_reason, self._down_message = False, "paused", "paused on request"
+            self._open_backoff.reset()
+            for state in self._roster:
+                state.everything_in = None  # when it ends, each GPU's first read asks for every row
+                state.seen_before_pause = state.seen is not None
+            log.info("%s backend closed for a %s", backend, self._pause.describe() if self._pause else "pause")
+            return
+        if outcome.kind == "profiling":
+            self._profiling_released = outcome.reason == "released"
+            return
         if outcome.kind == "opened":
             self._open, self._host = True, outcome.host
             self._open_backoff.reset()
@@ -295,6 +340,12 @@ class Sampler:
             self._open, self._down_reason, self._down_message = False, outcome.reason, outcome.message
             self._open_backoff.failed(now)
 
+    def _why_down(self) -> str:
+        """Why the backend is down in words: the pause's scope, end and asker while one holds it closed."""
+        if self._down_reason == "paused" and self._pause is not None:
+            return f"paused on request: {self._pause.describe()}; gpu-exporter resume ends it now"
+        return self._down_message
+
     def _discovery_due(self, now: float) -> bool:
         """Enumerate again: with backoff while a GPU is lost or vanished, else every ``rediscover_interval``."""
         if self._roster.needs_rediscovery():
@@ -315,10 +366,13 @@ class Sampler:
             state = self._roster.get(uuid)
             if state is None or state.identity is None:
                 return RawReading()
-            if state.seen is None and state.everything_in is None:
-                # A GPU's first read asks for every row, so a GPU that joins late has its limits at once.
-                state.everything_in = cycle
+            if (state.seen is None or state.seen_before_pause) and state.everything_in is None:
+                # A GPU's first read asks for every row, so a GPU that joins late (or after a full pause)
+                # has its limits at once.
+                state.everything_in, state.seen_before_pause = cycle, False
             request = self._plan.request("gpu", cycle, self._memo.asks, everything=state.everything_in == cycle)
+            if self._pause is not None or self._profiling_released:
+                request = self._without_profiling(request)
             reading = self._backend.read(state.identity, request)
             # Off the sampler's thread, in this order: processes beyond the limit folded, then labelled.
             fold(reading, self._max_processes)
@@ -326,6 +380,15 @@ class Sampler:
             return reading
 
         return read
+
+    def _without_profiling(self, request: Request) -> Request:
+        """``request`` without the profiling collector's rows (a profiling pause, from the moment it is
+        asked for until the backend has its profiling back): one filtered tuple per tuple of due rows."""
+        known = self._unprofiled.get(id(request.specs))
+        if known is None or known[0] is not request.specs:
+            specs = tuple(spec for spec in request.specs if spec.collector != "profiling")
+            known = self._unprofiled[id(request.specs)] = (request.specs, specs)
+        return replace(request, specs=known[1])
 
     def _read_fabric(self, cycle: int) -> RawReading:
         return self._backend.read_fabric(self._plan.request("fabric", cycle, self._memo.asks))
@@ -426,7 +489,7 @@ class Sampler:
             backend=self._backend.name,
             backend_up=self._open,
             backend_reason=self._backend_reason if self._open else self._down_reason,
-            backend_problem="" if self._open else self._down_message,
+            backend_problem="" if self._open else self._why_down(),
             interval_seconds=self._interval,
             cycle_seconds=cycle_seconds,
             last_success_timestamp=self._last_success,
@@ -435,6 +498,7 @@ class Sampler:
             collectors=collectors,
             sources=self._attribution.sources(),
             not_served=self._backend.not_served() if self._open else {},
+            pause=self._pause,
         )
         wall_time = self._wall() if wall is None else wall
         watched = events if self._watch_events else None

@@ -16,6 +16,7 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.model import Entity
 from gpu_exporter.sampling.events import XidTally
 from gpu_exporter.sampling.health import Health
+from gpu_exporter.sampling.pause import Pause
 
 #: Values by entity, then catalogue key, in base units; entities in render order.
 Samples = Mapping[Entity, Mapping[str, float]]
@@ -87,6 +88,7 @@ class SelfStats:
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
     not_served: Mapping[str, int] = field(default_factory=dict)  # reason → vendor fields not asked
     backend_problem: str = ""  # why the backend is down, in words with the fix ("" while it is up)
+    pause: Pause | None = None  # the pause asked of the exporter, while it lasts
 
 
 @dataclass(frozen=True)

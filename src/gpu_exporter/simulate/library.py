@@ -79,6 +79,12 @@ class Library:
             self._trace.write(f"{symbol} gpu{gpu}\n" if gpu >= 0 else f"{symbol} -\n")
             self._trace.flush()
 
+    def close_trace(self) -> None:
+        """Close the call trace (a library put aside in a process that goes on: in-process tests)."""
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
+
     def elapsed(self) -> float:
         """Seconds since the first successful ``nvmlInit*``."""
         return 0.0 if self.t0 is None else time.monotonic() - self.t0

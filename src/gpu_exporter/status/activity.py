@@ -39,11 +39,11 @@ def _get(values: Mapping[str, float], key: str) -> float | None:
 
 def _why_missing(identity: DeviceIdentity, stats: SelfStats) -> str:
     if "profiling" not in stats.collectors:
-        return "not measured: the profiling collector is off (--collector.profiling)"
+        return "not measured: the profiling collector is turned off (--no-collector.profiling)"
     if stats.backend == "nvml" and identity.gpm_supported is False:
         return "not measured: the driver offers no GPM on this GPU (Hopper or later needed)"
     if stats.errors.get("in_use") or stats.errors.get("profiling_in_use"):
-        return "not measured: another profiler (Nsight, DCGM profiling) holds the counters; asked again every read"
+        return "not measured: another profiler (Nsight, DCGM profiling) holds the counters; asked again with a backoff"
     if stats.errors.get("no_permission"):
         return "not measured: profiling counters are restricted to administrators on this host"
     return "not measured yet: the first interval is still running"

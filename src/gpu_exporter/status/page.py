@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gpu_exporter.status.view import Card
+from gpu_exporter.status.view import Card, paused_text
 
 GIB = 1024**3
 
@@ -207,6 +207,8 @@ def problem(status: dict[str, Any]) -> str:
 def cards_html(status: dict[str, Any]) -> str:
     """The inside of ``<main>``: every card, or a line saying why there is none."""
     if not status["gpus"]:
+        if status.get("paused") and not status["backend_up"]:
+            return f"<p class='empty'>{_e(paused_text(status))}</p>"
         reason = "no GPU found" if status["backend_up"] else f"backend down: {problem(status)}"
         return f"<p class='empty'>{_e(reason)}; run gpu-exporter doctor on this host to see why and how to fix it</p>"
     return "".join(card_html(card) for card in status["gpus"])
@@ -217,6 +219,11 @@ def _simulated(status: dict[str, Any]) -> str:
     if not status.get("simulated"):
         return ""
     return f"<p class='simulated' role='alert'>SIMULATED host: {_e(status['simulated'])}</p>"
+
+
+def _paused(status: dict[str, Any]) -> str:
+    text = paused_text(status)
+    return f"<p class='simulated' role='status'>{_e(text)}</p>" if text else ""
 
 
 def page(status: dict[str, Any], metrics_path: str) -> str:
@@ -241,7 +248,8 @@ def page(status: dict[str, Any], metrics_path: str) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>{_e(status['hostname'])} · gpu-exporter</title><style>{_CSS}</style></head><body>"
-        f"{_simulated(status)}<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
+        f"{_simulated(status)}{_paused(status)}"
+        f"<header><h1>{_e(status['hostname'])} · gpu-exporter {_e(status['version'])}</h1>"
         f"<p>Backend {_e(status['backend'])}, {_e(state)} · driver {_e(status['driver_version'] or 'unknown')}"
         f" · CUDA {_e(status['cuda_version'] or 'unknown')} · sampling every {float(status['interval_seconds']):g}s"
         f" · <span class='{tone}'>{_e(summary)}</span> · <span data-field='health'>{_e(verdict)}</span></p></header>"

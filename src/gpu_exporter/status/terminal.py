@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from gpu_exporter.status.usage import line as usage_line
+from gpu_exporter.status.view import paused_text
 
 MIB = 1024**2
 
@@ -56,6 +57,8 @@ def render(status: dict[str, Any], color: bool = False) -> str:
         lines.append(paint(_RED, f"health {_clean(health['status'])}: " + "; ".join(map(_clean, health["problems"]))))
     if status.get("simulated"):
         lines.insert(0, paint(_YELLOW, f"SIMULATED host: {_clean(status['simulated'])}"))
+    if status.get("paused"):
+        lines.append(paint(_YELLOW, _clean(paused_text(status))))
     if not status["gpus"]:
         lines.append("no GPU found")
     for card in status["gpus"]:

@@ -8,6 +8,7 @@ words what deserves a look (lost, stalled, hot, throttled, degraded link, Xid, E
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -248,6 +249,19 @@ def cards(snapshot: Snapshot) -> list[Card]:
     return out
 
 
+def paused_text(status: dict[str, Any]) -> str:
+    """What a pause asked of the exporter means, in words (empty without one)."""
+    pause = status.get("paused")
+    if not pause:
+        return ""
+    what = (
+        "the GPU library is released (no GPU is read)"
+        if pause["scope"] == "full"
+        else "profiling counters released (no SM activity, occupancy, tensor or DRAM values)"
+    )
+    return f"PAUSED on request until {pause['until']} ({pause['source']}): {what}; gpu-exporter resume ends it now"
+
+
 def status(
     snapshot: Snapshot,
     hostname: str,
@@ -278,5 +292,13 @@ def status(
         "snapshot_age_seconds": age_seconds,
         "cards_with_problems": problems,
         "health": node_health(snapshot.health),
+        # a pause asked of the exporter (gpu-exporter pause): its scope, end (UTC) and asker, else None
+        "paused": None
+        if stats.pause is None
+        else {
+            "scope": stats.pause.scope,
+            "until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.pause.until_wall)),
+            "source": stats.pause.source,
+        },
         "gpus": gpus,
     }

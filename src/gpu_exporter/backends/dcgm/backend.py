@@ -100,6 +100,7 @@ class DcgmBackend(Discovery):
         self._lock = threading.RLock()  # connection state and the swap of watches; never held across a vendor call
         self._rebuild_lock = threading.Lock()  # one rebuild at a time (discovery, a port change)
         self._generation = 0  # numbers the watches of one connection: a rebuild's groups need new names
+        self._profiling_released = False  # a profiling pause: the profiling fields are not watched
         self._known: frozenset[int] | None = None  # field ids the connected engine knows
         self._not_served: list[int] = []  # field ids wanted but unknown to the engine
         self._health = GpuHealth()
@@ -251,7 +252,15 @@ class DcgmBackend(Discovery):
         return self._events_ok
 
     def close(self) -> None:
-        """Disconnect (the engine drops our groups and watches); safe when not connected."""
+        """Remove our groups and watches, then disconnect (or stop the embedded engine); safe when not
+        connected. A full pause relies on it: nothing of ours stays in the engine."""
+        with self._lock:
+            watches = self._watches if self._connected else None
+        if watches is not None:
+            try:
+                watches.drop()
+            except DcgmError as err:  # the engine drops them on disconnect anyway (persistAfterDisconnect = 0)
+                log.debug("removing DCGM watches before disconnecting: %s", err)
         with self._lock:
             if self._connected and self._adapter is not None:
                 self._adapter.disconnect()

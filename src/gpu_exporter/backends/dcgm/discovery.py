@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from gpu_exporter.backends.base import BackendUnavailable, DeviceIdentity, HostIdentity, RawReading
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError
 from gpu_exporter.backends.dcgm.connection import Connection
+from gpu_exporter.backends.dcgm.fields import is_profiling
 from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.releases import id_ranges
 from gpu_exporter.backends.dcgm.topology import Topology, layout
@@ -27,6 +28,7 @@ class Discovery(Connection):
     _interval: float
     _clock: Callable[[], float]
     _rebuild_lock: threading.Lock
+    _profiling_released: bool
     _generation: int
     _watch_events: bool
     _since: dict[str, int]
@@ -85,6 +87,24 @@ class Discovery(Connection):
             )  # fmt: skip
         return self._topology().devices
 
+    def release_profiling(self, released: bool) -> None:
+        """For a profiling pause: rebuild the watches without (True) or again with (False) the profiling
+        fields, so DCGM's profiling module stops sampling and another profiler can take the counters. The
+        connection and every other watch stay; a connection lost meanwhile is reopened without them too."""
+        if released == self._profiling_released:
+            return
+        self._profiling_released = released
+        log.info("DCGM profiling watches %s", "removed for a profiling pause" if released else "restored")
+        with self._lock:
+            connected = self._connected
+        if not connected:
+            return
+        try:
+            self._rebuild(self._adapter_now())
+        except DcgmConnectionLost as err:
+            self._lost(err)
+            raise BackendUnavailable("connection_lost", f"DCGM connection lost rebuilding the watches: {err}") from err
+
     def _topology(self) -> Topology:
         return self._watches.topology if self._watches is not None else Topology()
 
@@ -98,8 +118,10 @@ class Discovery(Connection):
             self._generation += 1
             token = f"{self._token}-{self._generation}"
             known = self._known_fields(adapter)
+            # Released for a profiling pause: no profiling group is watched, so the engine lets go of the lock.
+            specs = tuple(s for s in self._specs if not (self._profiling_released and is_profiling(s)))
             watches = Watches(
-                adapter, token, self._specs, self._interval, self._once, self._clock, known, self._compat_identity
+                adapter, token, specs, self._interval, self._once, self._clock, known, self._compat_identity
             )
             try:
                 watches.identify(adapter.entities(), previous)

@@ -85,6 +85,7 @@ class NvmlBackend:
         self._gpm = GpmSampler()
         self._buffers = BufferedReads()
         self._no_gpm_logged: set[str] = set()
+        self._profiling_released = False  # a profiling pause: no GPM call until restored
         self._splits: dict[int, tuple[tuple[MetricSpec, ...], tuple[tuple[Row, ...], ...]]] = {}  # see _split
         self._wanted_items: dict[tuple[Entity, str, int | None], Wanted] = {}  # see _wanted
         self._listener: XidListener | None = None
@@ -229,6 +230,8 @@ class NvmlBackend:
         def read() -> dict[str, Any]:
             if device.gpm_supported is False:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            if self._profiling_released:
+                return {}  # a read asked before the pause began: nothing, and no GPM call
             return self._gpm.read(key, take, selectors)
 
         return once_only(read)
@@ -400,6 +403,13 @@ class NvmlBackend:
     def not_served(self) -> dict[str, int]:
         """NVML answers per call (not supported is per value): nothing is left unasked."""
         return {}
+
+    def release_profiling(self, released: bool) -> None:
+        """A profiling pause: no GPM call while released; the sample buffers are freed now, so the first
+        value after it averages over one interval from a fresh sample, never over the pause."""
+        self._profiling_released = released
+        if released and self._open:
+            self._gpm.close()
 
     def close(self) -> None:
         """Stop the event listener, then ``nvmlShutdown`` once per successful ``open``."""

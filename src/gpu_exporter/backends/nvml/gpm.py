@@ -8,6 +8,11 @@ and freed when the entity goes or the backend closes (``nvmlGpmSampleFree``). Ev
 interval between the two samples, which is kept too (``interval``, seconds of this process's monotonic
 clock). The first read after start, and the first after a failed sample (a gap: another profiler held the
 counters, the GPU was lost), yields no values rather than a mean over an unknown interval.
+
+A sample refused because another profiler holds the counters (``IN_USE``: Nsight, DCGM's profiling module)
+or because they are restricted to administrators (``NO_PERMISSION``) is not asked again at every read: the
+entity backs off (:data:`HELD_RETRY_SECONDS`, doubling up to :data:`HELD_RETRY_MAX_SECONDS`), and until then
+each read fails with the same error without calling NVML, so the values stay absent for the same reason.
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ from typing import Any
 import pynvml
 
 CALL = "nvmlGpmMetricsGet"
+#: First wait before a sample refused for held counters (or no permission) is tried again (seconds): a
+#: profiling session of a few seconds costs a few seconds of values, a long one is asked about ever less often.
+HELD_RETRY_SECONDS = 5.0
+#: Longest wait between two tries of a refused sample (the wait doubles after each refusal).
+HELD_RETRY_MAX_SECONDS = 600.0
+#: NVML answers that mean the counters are not ours to take now: backed off rather than asked every read.
+_HELD = frozenset({pynvml.NVML_ERROR_IN_USE, pynvml.NVML_ERROR_NO_PERMISSION})
 #: The selector that reads the interval between the two samples (seconds) instead of a metric.
 INTERVAL = "interval"
 #: Catalogue selector → NVML metric id (nvml.h ``nvmlGpmMetricId_t``). Percent metrics are 0-100; the
@@ -78,25 +90,45 @@ class _Buffers:
     primed: bool = False  # ``previous`` holds a good sample
 
 
+@dataclass
+class _Held:
+    """An entity whose sample was refused (counters held, no permission): the refusal, when to try again
+    (monotonic seconds) and the wait after the next refusal."""
+
+    status: int  # the refusal's nvmlReturn_t
+    retry_at: float
+    delay: float
+
+
 class GpmSampler:
     """Sample buffers per entity key (a GPU's UUID, or (UUID, GPU instance id)). Reads of different
     entities may run on different threads; one entity is read by one thread at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._buffers: dict[Hashable, _Buffers] = {}
+        self._held: dict[Hashable, _Held] = {}
         self._lock = threading.Lock()
+        self._clock = clock
 
     def read(self, key: Hashable, take: Callable[[Any], object], asked: Sequence[str]) -> dict[str, Outcome]:
         """Take one sample with ``take(buffer)``; with a previous one, the ``asked`` selectors' outcomes
         between the two (``{}`` at the first sample). An error of the sample or of the metrics call
-        propagates, and the next read starts again from a first sample."""
+        propagates, and the next read starts again from a first sample; while ``key`` backs off after a
+        refused sample, the refusal is raised again without a call."""
+        held = self._held.get(key)
+        if held is not None and self._clock() < held.retry_at:
+            raise pynvml.NVMLError(held.status)  # a new one each time: a kept one would grow its traceback
         buffers = self._get(key)
         try:
             take(buffers.spare)
-        except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError):
+        except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as err:
             buffers.primed = False  # a gap: the next good sample is a first one again
+            if isinstance(err, pynvml.NVMLError) and err.value in _HELD:
+                delay = HELD_RETRY_SECONDS if held is None else min(2 * held.delay, HELD_RETRY_MAX_SECONDS)
+                self._held[key] = _Held(err.value, self._clock() + delay, delay)
             raise
-        now = time.monotonic()
+        self._held.pop(key, None)
+        now = self._clock()
         result: dict[str, Outcome] = {}
         try:
             if buffers.primed:
@@ -147,11 +179,12 @@ class GpmSampler:
         with self._lock:
             gone = [key for key in self._buffers if key not in keep]
             freed = [self._buffers.pop(key) for key in gone]
+            self._held = {key: held for key, held in self._held.items() if key in keep}
         for buffers in freed:
             _free(buffers)
 
     def close(self) -> None:
-        """Free every buffer (before ``nvmlShutdown``)."""
+        """Free every buffer (before ``nvmlShutdown``) and forget every back-off."""
         self.retain(())
 
     def __len__(self) -> int:

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_exporter.attribution.bounded import body as read_bounded
+from gpu_exporter.attribution.bounded import decoded
 from gpu_exporter.attribution.kubewatch import bearer_token, connect_failure, status_kind, tls_client
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.sampling.health import FAIL, Health
@@ -189,23 +191,23 @@ class NodeCondition:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/strategic-merge-patch+json"
-        try:
-            response = self._client.request(method, path, content=body, headers=headers,
-                                            timeout=httpx2.Timeout(self._timeout))  # fmt: skip
+        what = f"the answer to {method} {path}"
+        try:  # read as it arrives and refused past MAX_ANSWER, never buffered whole first
+            with self._client.stream(method, path, content=body, headers=headers,
+                                     timeout=httpx2.Timeout(self._timeout)) as response:  # fmt: skip
+                if response.status_code != 200:
+                    raise Failure(status_kind(response.status_code), f"HTTP {response.status_code} on {method} {path}")
+                content = read_bounded(decoded(response), MAX_ANSWER, what)
         except httpx2.TimeoutException:
             raise Failure("timeout", f"no answer in {self._timeout:g} s") from None
         except httpx2.ConnectError as exc:
             raise connect_failure(exc) from None
         except httpx2.HTTPError as exc:
             raise Failure("unavailable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-        if response.status_code != 200:
-            raise Failure(status_kind(response.status_code), f"HTTP {response.status_code} on {method} {path}")
-        if len(response.content) > MAX_ANSWER:
-            raise Failure("too_large", f"the answer to {method} {path} is over {MAX_ANSWER} bytes")
         try:
-            answer = json.loads(response.content)
+            answer = json.loads(content)
         except ValueError as exc:
-            raise Failure("malformed", f"the answer to {method} {path} is not JSON: {exc}") from None
+            raise Failure("malformed", f"{what} is not JSON: {exc}") from None
         if not isinstance(answer, dict):
             raise Failure("malformed", f"the answer to {method} {path} is not an object")
         return answer

@@ -38,13 +38,14 @@ def test_tls_clients_that_never_read_hold_the_documented_bound(fakenvml_dir: Pat
         pid = exporter.process.pid
         # One whole scrape first: the exposition is rendered once per snapshot and shared by every client, so
         # its bytes are not a client's (counted per client, 64 GPUs in full detail added ~20 KiB to each).
-        with socket.create_connection(("127.0.0.1", exporter.port), timeout=30) as raw:
-            with context.wrap_socket(raw, server_hostname="127.0.0.1") as whole:
-                whole.sendall(
-                    b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
-                )
-                while whole.recv(65536):
-                    pass
+        request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
+        with (
+            socket.create_connection(("127.0.0.1", exporter.port), timeout=30) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as whole,
+        ):
+            whole.sendall(request)
+            while whole.recv(65536):
+                pass
         fds = open_fds(pid)
         before = _rss(pid)
         held: list[float] = []

@@ -57,8 +57,13 @@ def test_recording_rules_sum_each_jobs_ledger_on_a_real_prometheus(fakenvml_dir:
         command = [tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
                    "--web.listen-address=127.0.0.1:0"]  # fmt: skip
         with served(command, tmp_path / "prometheus.log", "/-/ready") as url:
-            wait_until(lambda: _query(url, BUSY).get("202", 0) > 0 and "hpc-7" in _query(url, HPC_HOURS), 60,
-                       f"{BUSY} for job 202 and {HPC_HOURS} for hpc-7")  # fmt: skip
+
+            def recorded() -> bool:  # every rule has evaluated over every job asked about below
+                busy, jobs = _query(url, BUSY), {"101", "202", "303"}
+                return (set(busy) == jobs and busy["202"] > 0 and jobs <= set(_query(url, HOURS))
+                        and {"101", "202"} <= set(_query(url, KWH)) and "hpc-7" in _query(url, HPC_HOURS))  # fmt: skip
+
+            wait_until(recorded, 60, f"{BUSY}, {HOURS}, {KWH} for jobs 101, 202, 303 and {HPC_HOURS} for hpc-7")
             busy, hours, kwh = _query(url, BUSY), _query(url, HOURS), _query(url, KWH)
     finally:
         exporter.stop()

@@ -7,13 +7,19 @@ From the repository root, with the project venv::
 
     .venv/bin/python -m bench.hostile                  # 120 s, writes bench/results/hostile.json
     .venv/bin/python -m bench.hostile --seconds 30     # a short run
+    .venv/bin/python -m bench.hostile --seconds 600    # the soak under mixed attack (issue 40)
 
-The attack, all from this process: from 127.0.0.1, 200 TLS clients that ask for /metrics (valid
+The result says from when on resident memory stayed level (bench.soak's rule: never more than
+128 KiB above its value then, reached before the last quarter of the run) or that it kept rising.
+
+The attack, all from one process of its own: from 127.0.0.1, 200 TLS clients that ask for /metrics (valid
 credentials, identity encoding, 4 KiB receive buffer), read one byte and never again (reopened as
 the exporter closes them) and rounds of 100 connections that send one byte of a ClientHello and
 close; from 127.0.0.3, 3,000 connections that send one byte of a ClientHello and nothing more,
 each reopened as soon as the exporter closes it (issue 40); from 100 addresses (127.0.2.x), 600
-keep-alive TLS connections sending a new wrong password as soon as each answer comes. The churn:
+keep-alive TLS connections sending a new wrong password as soon as each answer comes; from
+127.0.0.4, 1,000 keep-alive TLS connections asking for /healthz again as soon as each answer comes
+(reconnecting as the exporter closes them). The churn:
 each GPU has 8 processes whose pids change every second. The honest scraper asks from 127.0.0.2,
 a new connection each time, and every 5 s a user never seen before logs in for the first time from
 an address of its own (127.0.3.x).
@@ -33,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +48,19 @@ import httpx
 
 from bench import procfs
 from bench.scenarios import Size, write
-from bench.systems import REPO, Running, _child_env, _popen, free_port
+from bench.soak import LEVEL_BYTES, level_off
+from bench.systems import REPO, Running, _child_env, _popen
 from tests.fakenvml.build import build
-from tests.flood import Flood, fresh_scrape
+from tests.flood import HEALTHZ, Flood, fresh_scrape
+from tests.harness import bound_port
 
 SLOW_READERS = 200
 ABORT_ROUND = 100
 WRONG_PASSWORDS = 600
 WRONG_ADDRESSES = 100
 HANDSHAKE_FLOOD = 3000
+KEEP_ALIVE_FLOOD = 1000
+KEEP_ALIVE_SOURCE = "127.0.0.4"
 FIRST_LOGINS = 40  # users "first-N", each logging in once, one every FIRST_LOGIN_EVERY seconds
 FIRST_LOGIN_EVERY = 5.0
 HONEST = "127.0.0.2"
@@ -86,11 +97,13 @@ def _start(work: Path, fake: Path, scenario: Path) -> Running:
     web = work / "web.yml"
     web.write_text(f"tls_server_config: {{cert_file: server.crt, key_file: server.key}}\n"
                    f"basic_auth_users:\n  prometheus: '{hashed}'\n{users}")  # fmt: skip
-    port = free_port()
-    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", f"127.0.0.1:{port}",
+    command = [sys.executable, "-m", "gpu_exporter", "--web.listen-address", "127.0.0.1:0",
                "--collect-interval", "1s", "--backend", "nvml", "--web.config.file", str(web),
                "--path.procfs", str(work / "no-proc")]  # fmt: skip
-    return _popen("gpu-exporter", command, _child_env(fake, scenario, None), port, work)
+    running = _popen("gpu-exporter", command, _child_env(fake, scenario, None), 0, work)
+    # port 0: the kernel picks the port as the exporter binds, and its first log line names it (no race)
+    running.port = bound_port(running.log_path, lambda: running.process.poll() is None)
+    return running
 
 
 AUTH = b"Authorization: Basic " + base64.b64encode(b"prometheus:s3cret")
@@ -135,35 +148,62 @@ def _aborts(port: int, stop: threading.Event, count: list[int]) -> None:
         stop.wait(0.2)
 
 
+async def _looping_client(
+    port: int,
+    context: ssl.SSLContext,
+    stop: threading.Event,
+    count: list[int],
+    source: str,
+    request: Callable[[int], bytes],
+) -> None:
+    """One keep-alive TLS client from ``source``: sends ``request(n)`` again as each answer arrives,
+    reconnecting whenever the exporter closes it; ``count[0]``: answers read."""
+    attempt = 0
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, local_addr=(source, 0))
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        try:
+            while not stop.is_set():
+                attempt += 1
+                writer.write(request(attempt))
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))  # fmt: skip
+                await reader.readexactly(length)
+                count[0] += 1
+                if b"connection: close" in head.lower():
+                    break
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, StopIteration, ValueError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+
 def _wrong_passwords(port: int, context: ssl.SSLContext, stop: threading.Event, count: list[int]) -> None:
-    async def one(index: int) -> None:
-        attempt = 0
-        while not stop.is_set():
-            try:
-                source = f"127.0.2.{1 + index % WRONG_ADDRESSES}"
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, local_addr=(source, 0))
-            except OSError:
-                await asyncio.sleep(0.1)
-                continue
-            try:
-                while not stop.is_set():
-                    attempt += 1
-                    auth = base64.b64encode(f"prometheus:wrong-{index}-{attempt}".encode())
-                    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + auth + b"\r\n\r\n")
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-                    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length"))  # fmt: skip
-                    await reader.readexactly(length)
-                    count[0] += 1
-                    if b"connection: close" in head.lower():
-                        break
-            except (OSError, asyncio.IncompleteReadError, TimeoutError, StopIteration, ValueError, ssl.SSLError):
-                pass
-            finally:
-                writer.close()
+    def wrong(index: int) -> Callable[[int], bytes]:
+        def request(attempt: int) -> bytes:
+            auth = base64.b64encode(f"prometheus:wrong-{index}-{attempt}".encode())
+            return b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + auth + b"\r\n\r\n"
+
+        return request
 
     async def main() -> None:
-        await asyncio.gather(*(one(i) for i in range(WRONG_PASSWORDS)))
+        await asyncio.gather(*(_looping_client(port, context, stop, count, f"127.0.2.{1 + i % WRONG_ADDRESSES}",
+                                               wrong(i)) for i in range(WRONG_PASSWORDS)))  # fmt: skip
+
+    asyncio.run(main())
+
+
+def _keep_alive_flood(port: int, context: ssl.SSLContext, stop: threading.Event, count: list[int]) -> None:
+    """:data:`KEEP_ALIVE_FLOOD` keep-alive TLS connections from one address (127.0.0.4), each asking for
+    ``/healthz`` again as soon as the answer comes (issue 40's first case, over TLS)."""
+
+    async def main() -> None:
+        await asyncio.gather(*(_looping_client(port, context, stop, count, KEEP_ALIVE_SOURCE, lambda _: HEALTHZ)
+                               for _ in range(KEEP_ALIVE_FLOOD)))  # fmt: skip
 
     asyncio.run(main())
 
@@ -193,7 +233,7 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
             # The attack runs in a process of its own: in this one its threads would starve the honest
             # scraper of the interpreter, and the figures would be the benchmark's, not the exporter's.
             spawn = multiprocessing.get_context("spawn")
-            stop, counts = spawn.Event(), spawn.Array("q", 3)
+            stop, counts = spawn.Event(), spawn.Array("q", 4)
             attack = spawn.Process(target=_attack, args=(running.port, str(work / "server.crt"), stop, counts))
             attack.start()
             scrapes: list[dict[str, Any]] = []
@@ -216,7 +256,7 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
             attack.join(60)
             if attack.is_alive():
                 attack.kill()
-            aborted, wrong, closed = (int(counts[i]) for i in range(3))
+            aborted, wrong, closed, keep_alive = (int(counts[i]) for i in range(4))
         finally:
             running.stop()
     ok = [s["seconds"] for s in scrapes if s["status"] == 200]
@@ -228,7 +268,8 @@ def hostile(seconds: float, gpus: int = 64) -> dict[str, Any]:
         "rss_last_bytes": samples[-1]["rss_bytes"] if samples else 0, "valid_scrapes": len(scrapes),
         "valid_ok": len(ok), "valid_max_s": max(ok, default=0.0),
         "valid_p99_s": sorted(ok)[max(0, int(len(ok) * 0.99) - 1)] if ok else 0.0,
-        "aborted_handshakes": aborted, "wrong_password_answers": wrong, "scrapes": scrapes, "samples": samples,
+        "aborted_handshakes": aborted, "wrong_password_answers": wrong, "keep_alive_answers": keep_alive,
+        "rss_level_off_s": level_off(samples), "scrapes": scrapes, "samples": samples,
     }  # fmt: skip
 
 
@@ -237,11 +278,12 @@ def _attack(port: int, cafile: str, stop: Any, counts: Any) -> None:
     handshakes, wrong-password answers, handshake-flood connections the exporter closed."""
     context = ssl.create_default_context(cafile=cafile)
     done = threading.Event()
-    aborted, wrong = [0], [0]
+    aborted, wrong, keep_alive = [0], [0], [0]
     attackers = [
         threading.Thread(target=_slow_readers, args=(port, context, done), daemon=True),
         threading.Thread(target=_aborts, args=(port, done, aborted), daemon=True),
         threading.Thread(target=_wrong_passwords, args=(port, context, done, wrong), daemon=True),
+        threading.Thread(target=_keep_alive_flood, args=(port, context, done, keep_alive), daemon=True),
     ]
     with Flood(port, HANDSHAKE_FLOOD, source="127.0.0.3", hello=b"\x16") as flood:
         for attacker in attackers:
@@ -251,7 +293,7 @@ def _attack(port: int, cafile: str, stop: Any, counts: Any) -> None:
         closed = flood.closed
     for attacker in attackers:
         attacker.join(40)
-    counts[0], counts[1], counts[2] = aborted[0], wrong[0], closed
+    counts[0], counts[1], counts[2], counts[3] = aborted[0], wrong[0], closed, keep_alive[0]
 
 
 def _timed(url: str, source: str, context: ssl.SSLContext, user: str, password: str) -> dict[str, Any]:
@@ -286,7 +328,9 @@ def main() -> None:
           f"{result['first_logins_ok']}/{result['first_logins']} ok, max {result['first_login_max_s']:.2f} s; "
           f"{result['handshake_flood_closed']} flood connections closed; "
           f"{result['aborted_handshakes']} aborted handshakes, {result['wrong_password_answers']} wrong-password "
-          f"answers")  # fmt: skip
+          f"answers, {result['keep_alive_answers']} keep-alive flood answers; "
+          + (f"RSS level from {result['rss_level_off_s']:g} s on (never {LEVEL_BYTES // 1024} KiB above)"
+             if result["rss_level_off_s"] is not None else "RSS still rising in the last quarter"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ answering, to requests bearing ``token``, the list and watch requests the export
 - ``GET /api/v1/nodes/NAME`` and ``PATCH /api/v1/nodes/NAME/status`` (a strategic merge patch of
   ``status.conditions``, merged by ``type`` as the API server merges them; each patch is recorded in
   ``patches``) for the nodes in ``nodes``,
+- ``POST /api/v1/namespaces/NS/events`` (a core/v1 Event, JSON), checked as the API server's validation of
+  core/v1 Events checks it (the object's namespace is the request's; an Event without ``eventTime``
+  about an object without a namespace lives in ``default`` or in none; a name taken answers 409
+  AlreadyExists; reason, involvedObject kind and name are required), recorded in ``events`` and
+  answered 201 with the object; ``refuse_events`` (e.g. 403) answers event creation only with that
+  status, ``lose_event_answers`` creates that many Events but answers each 500 (the answer lost),
 
 in the API's JSON (``ResourceSliceList``/``PodList`` with ``metadata.resourceVersion``, pages by
 ``limit`` and ``continue``, objects filtered by the ``fieldSelector`` ``spec.nodeName=NODE``) and,
@@ -94,6 +100,16 @@ def api_pod(namespace: str, name: str, uid: str, containers: dict[str, str], nod
     }
 
 
+def _namespace_invalid(namespace: str, event: dict[str, Any]) -> bool:
+    """The API server's rule for an Event's namespace: with ``eventTime`` (the events.k8s.io form) an
+    object without a namespace has its events in ``default`` or ``kube-system``; without it (the legacy
+    core/v1 form) in ``default`` or none; an object with a namespace has its events in that namespace."""
+    involved = (event.get("involvedObject") or {}).get("namespace", "")
+    if event.get("eventTime"):
+        return not involved and namespace not in ("default", "kube-system")
+    return namespace not in ("", "default") if not involved else namespace != involved
+
+
 class KubeApi:
     """Serves ``slices`` and ``pods`` while started; records each request as (path, Authorization)."""
 
@@ -104,6 +120,9 @@ class KubeApi:
         self.pods: list[dict[str, Any]] = []
         self.nodes: dict[str, dict[str, Any]] = {}
         self.patches: list[dict[str, Any]] = []  # the body of each PATCH accepted
+        self.events: list[dict[str, Any]] = []  # each Event created
+        self.refuse_events = 0  # a status to answer every event creation with (0: none)
+        self.lose_event_answers = 0  # Events created whose answer is a 500 nonetheless
         self.versions = ("v1", "v1beta1")
         self.status = 200
         self.requests: list[tuple[str, str]] = []
@@ -182,6 +201,42 @@ class KubeApi:
             self.version += 1
             node["metadata"]["resourceVersion"] = str(self.version)
             return 200, json.dumps(node).encode()
+
+    def create_event(self, raw_path: str, authorization: str, content_type: str, body: bytes) -> tuple[int, bytes]:
+        """(status, body) for one POST of a core/v1 Event."""
+        with self._lock:
+            self.requests.append((raw_path, authorization))
+        parts = urllib.parse.urlsplit(raw_path).path.split("/")
+        if authorization != f"Bearer {self.token}":
+            return 401, self._status(401, "Unauthorized")
+        if self.status != 200:
+            return self.status, self._status(self.status, "Refused")
+        if len(parts) != 6 or parts[:4] != ["", "api", "v1", "namespaces"] or parts[5] != "events":
+            return 404, self._status(404, "NotFound")
+        if self.refuse_events:
+            return self.refuse_events, self._status(self.refuse_events, "Refused")
+        if content_type != "application/json":
+            return 415, self._status(415, "UnsupportedMediaType")
+        namespace, event = parts[4], json.loads(body)
+        metadata, involved = event.get("metadata") or {}, event.get("involvedObject") or {}
+        if metadata.get("namespace", namespace) != namespace:
+            return 400, self._status(400, "BadRequest")  # the object's namespace is not the request's
+        invalid = [
+            not metadata.get("name"), event.get("kind") != "Event", not event.get("reason"),
+            not involved.get("kind") or not involved.get("name"), _namespace_invalid(namespace, event),
+        ]  # fmt: skip
+        if any(invalid):
+            return 422, self._status(422, "Invalid")
+        with self._lock:
+            if any(e["metadata"]["name"] == metadata["name"] for e in self.events):
+                return 409, self._status(409, "AlreadyExists")
+            self.version += 1
+            stored = {**event, "metadata": {**metadata, "namespace": namespace, "resourceVersion": str(self.version)}}
+            self.events.append(stored)
+            if self.lose_event_answers:
+                self.lose_event_answers -= 1
+                return 500, self._status(500, "InternalError")
+            return 201, json.dumps(stored).encode()
 
     def condition(self, node: str, type_: str) -> dict[str, Any] | None:
         """Condition ``type_`` of ``node`` now."""
@@ -300,6 +355,20 @@ class KubeApi:
                 body = self.rfile.read(length)
                 status, answer = api.patch(self.path, self.headers.get("Authorization", ""),
                                            self.headers.get("Content-Type", ""), body)  # fmt: skip
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(answer)
+
+            def do_POST(self) -> None:  # the name http.server calls
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                status, answer = api.create_event(self.path, self.headers.get("Authorization", ""),
+                                                  self.headers.get("Content-Type", ""), body)  # fmt: skip
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

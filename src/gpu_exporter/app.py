@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from gpu_exporter.assemble import sampler_for
 from gpu_exporter.assemble.backends import select
-from gpu_exporter.assemble.control import control_server, node_pause
+from gpu_exporter.assemble.control import control_server, node_labels
 from gpu_exporter.backends.base import Backend
 from gpu_exporter.catalogue import enabled_specs
 from gpu_exporter.compat import releases
@@ -31,6 +31,7 @@ from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.plan import needed_collectors, plan
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.encoder import is_ready, negotiate, pick
+from gpu_exporter.sampling.inventory import ExpectedGpus
 from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import STALE_INTERVALS, Sampler
 from gpu_exporter.status import page
@@ -86,12 +87,16 @@ def create_app(
                 settings.dcgm_exporter_release,
             )  # fmt: skip
         pauses = Pauses()
-        running, attributor = sampler_for(settings, backend, reason, collectors, compat=compat_plan, pauses=pauses)
+        inventory = ExpectedGpus(settings.expected_gpus, settings.expected_gpus_label)
+        running, attributor = sampler_for(
+            settings, backend, reason, collectors, compat=compat_plan, pauses=pauses, inventory=inventory
+        )
         holder["sampler"] = running
-        control, labels = control_server(settings, pauses), node_pause(settings, pauses)
+        control, labels = control_server(settings, pauses), node_labels(settings, pauses, inventory)
         if control is not None:
             await anyio.to_thread.run_sync(control.start)
         if labels is not None:
+            attributor.report("kubernetes_node", labels)
             labels.start()
         attributor.start()
         running.start()

@@ -106,6 +106,8 @@ class Settings:
     kubernetes_api_url: str = "auto"
     kubernetes_node: str = ""
     node_condition: str = ""  # --kubernetes.node-condition: the condition type, empty: off
+    node_events: bool = False  # --kubernetes.node-condition-events: an Event on each transition
+    expected_gpus_label: str = ""  # --kubernetes.expected-gpus-label: the node label, empty: not read
     config_file: str = ""
     web_config_file: str = ""
     max_connections: int = 512

@@ -99,6 +99,18 @@ def _telemetry_path(value: str) -> str:
 
 
 _CONDITION_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+# A Kubernetes label key: an optional DNS-subdomain prefix (at most 253 characters) and "/", then a name
+# of at most 63 letters, digits, '-', '_', '.', beginning and ending with a letter or digit.
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _label_key(value: str) -> str:
+    """A node label's key: empty (off) or ``[prefix/]name`` as Kubernetes allows."""
+    prefix, slash, name = value.rpartition("/")
+    if value and (not _LABEL_NAME.match(name) or (slash and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))):
+        raise ValueError("a Kubernetes label key such as gpu-exporter.io/expected-gpus, or empty (off)")
+    return value
 
 
 def _condition_type(value: str) -> str:
@@ -216,7 +228,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--expected-gpus", "expected_gpus", ("expected-gpus",), _integer(0, 1024),
            "GPUs this node should have, 1 to 1024; fewer listed (missing since boot, or dropped by the driver) "
            "turns the health model to fail with action reboot, and gpu_exporter_gpus_expected is served beside "
-           "gpu_exporter_gpus_present; 0 (default) expects whatever the driver lists.", "N"),
+           "gpu_exporter_gpus_present; 0 (default) expects whatever the driver lists, or what the node label of "
+           "--kubernetes.expected-gpus-label says.", "N"),
     Option("--gpu.rediscover-interval", "rediscover_interval", ("gpu", "rediscover-interval"), _interval_or_off,
            "How often GPUs and MIG instances are enumerated again while every GPU answers, so instances "
            "created or destroyed at run time (e.g. by a DRA driver) and hot-added GPUs are picked up; "
@@ -296,6 +309,19 @@ OPTIONS: tuple[Option, ...] = (
            "True while every expected GPU is healthy, False with the GPUs and actions when one needs action, "
            "Unknown while the backend is down (needs get on nodes and patch on nodes/status, the API server and "
            "node name of --kubernetes.api-url and --kubernetes.node-name; default empty: off).", "TYPE"),
+    Option("--kubernetes.node-condition-events", "node_events", ("kubernetes", "node-condition-events"), _boolean,
+           "Also create one Kubernetes Event (core/v1, namespace default, involving the Node, as kubectl describe "
+           "node shows) on each change of --kubernetes.node-condition to True or False: reason and message as the "
+           "condition's, type Warning or Normal, source gpu-exporter; a refused Event is retried with backoff and "
+           "counted, never holding the condition back (needs create on events; default false).",
+           "BOOL", switch=True),
+    Option("--kubernetes.expected-gpus-label", "expected_gpus_label", ("kubernetes", "expected-gpus-label"),
+           _label_key,
+           "Take the GPUs this node should have from this label of its Node (e.g. gpu-exporter.io/expected-gpus=8, "
+           "set where the node's hardware is known), read every 5 s so a relabel takes effect without a restart; "
+           "a value other than a whole number from 0 to 1024 is logged and ignored; --expected-gpus wins over it "
+           "(needs get on nodes and the API server and node name of --kubernetes.api-url and "
+           "--kubernetes.node-name; default empty: not read).", "LABEL"),
     Option("--kubernetes.resources", "kubernetes_resources", ("kubernetes", "resources"), str,
            "Extra device-plugin resource names that are GPUs, comma-separated (nvidia.com/gpu, "
            "nvidia.com/gpu.shared and nvidia.com/mig-* always are).", "NAMES",

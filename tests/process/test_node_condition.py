@@ -1,8 +1,10 @@
 """``--kubernetes.node-condition``: the exporter (on the fake NVML) keeps a condition on its node's
 status through an API-server stand-in (tests/kubeapi_server.py): True while healthy, keeping the
 lastTransitionTime the node already had; False naming the GPU and the action when the driver asks for
-a reset; True again; one PATCH per transition and none between; a refusing API server is retried with
-backoff and shows in the self-metrics, and the condition catches up once it accepts again."""
+a reset; True again; one PATCH per transition and none between; with --kubernetes.node-condition-events
+one Event per transition (none at the start, where the node already had True); a refusing API server is
+retried with backoff and shows in the self-metrics, and the condition and its Event catch up once it
+accepts again."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tests.webtls import Certs, make_certs
 
 TYPE = "GPUHealthy"
 SOURCE = frozenset({("source", "kubernetes_node_condition")})
+EVENTS = frozenset({("source", "kubernetes_node_events")})
 SEEDED = "2026-01-01T00:00:00Z"
 
 
@@ -70,7 +73,7 @@ def test_condition_follows_health_once_per_transition(fakenvml_dir: Path, tmp_pa
     exporter = start(
         fakenvml_dir, scenario, tmp_path, "--kubernetes.node-condition", TYPE, "--kubernetes.api-url", api.url,
         "--kubernetes.node-name", NODE, "--kubernetes.kubelet-token-file", str(token),
-        "--kubernetes.kubelet-ca-file", str(api.certs.path("ca.crt")),
+        "--kubernetes.kubelet-ca-file", str(api.certs.path("ca.crt")), "--kubernetes.node-condition-events",
     )  # fmt: skip
     try:
         healthy = _until(lambda: api.patches and api.condition(NODE, TYPE))
@@ -85,11 +88,14 @@ def test_condition_follows_health_once_per_transition(fakenvml_dir: Path, tmp_pa
         assert failed["lastTransitionTime"] != SEEDED
         _cycles_pass(exporter, 3)
         assert len(api.patches) == 2  # one per transition: nothing while it stays the same
+        assert [(e["type"], e["reason"]) for e in api.events] == [("Warning", "GPUResetNeeded")]  # none at start
+        assert api.events[0]["message"] == f"{TYPE} is False: {failed['message']}"
 
         _scenario(scenario, 0)
         _until(lambda: api.condition(NODE, TYPE)["status"] == "True")
         _cycles_pass(exporter, 2)
         assert len(api.patches) == 3
+        assert [e["reason"] for e in api.events] == ["GPUResetNeeded", "GPUsHealthy"]
         assert api.condition(NODE, "Ready")["reason"] == "KubeletReady"  # the kubelet's condition untouched
 
         api.status = 403  # RBAC taken away: retried with backoff, counted, never blocking sampling
@@ -106,6 +112,9 @@ def test_condition_follows_health_once_per_transition(fakenvml_dir: Path, tmp_pa
         api.status = 200
         _until(lambda: api.condition(NODE, TYPE)["status"] == "False")
         assert len(api.patches) == 4
+        _until(lambda: len(api.events) == 3)
+        assert api.events[-1]["reason"] == "GPUResetNeeded"
         _until(lambda: samples(exporter.metrics())["gpu_exporter_source_up"].get(SOURCE) == 1)
+        assert samples(exporter.metrics())["gpu_exporter_source_up"].get(EVENTS) == 1
     finally:
         exporter.stop()

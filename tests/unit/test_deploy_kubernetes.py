@@ -94,10 +94,17 @@ def test_daemonset_security_resources_and_scheduling(name: str) -> None:
     # only the attribution overlay (the kubelet's /pods) and the node-condition overlay (the API server)
     # use the service account's token
     assert pod["automountServiceAccountToken"] is (name in ("attribution", "node-condition"))
-    if name == "node-condition":  # its own node's status: read once, then patched
+    if name == "node-condition":  # its own node: read (its labels too), its status patched, Events created
         rules = [(r["apiGroups"], r["resources"], r["verbs"]) for r in one(docs, "ClusterRole")["rules"]]
-        assert rules == [([""], ["nodes"], ["get"]), ([""], ["nodes/status"], ["patch"])]
-        assert _args(main)["--kubernetes.node-condition"] == "GPUHealthy"
+        assert rules == [
+            ([""], ["nodes"], ["get"]),
+            ([""], ["nodes/status"], ["patch"]),
+            ([""], ["events"], ["create"]),
+        ]
+        args = _args(main)
+        assert args["--kubernetes.node-condition"] == "GPUHealthy"
+        assert args["--kubernetes.expected-gpus-label"] == "gpu-exporter.io/expected-gpus"
+        assert "--kubernetes.node-condition-events" in args
     if name == "attribution":
         binding = one(docs, "ClusterRoleBinding")
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-exporter", "namespace": "gpu-exporter"}]

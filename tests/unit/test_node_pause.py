@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpu_exporter.control.nodelabel import FOR_ANNOTATION, LABEL, NodeLabelPause
+from gpu_exporter.control.nodelabel import FOR_ANNOTATION, LABEL, NodeLabelPause, NodeLabels
 from gpu_exporter.options import parse_duration
 from gpu_exporter.sampling.pause import DEFAULT_SECONDS, Pauses
 
@@ -39,10 +39,10 @@ class _Node:
                                              "annotations": dict(self.annotations)}}  # fmt: skip
 
 
-def _setup() -> tuple[_Node, Pauses, _Clock, NodeLabelPause]:
+def _setup() -> tuple[_Node, Pauses, _Clock, NodeLabels]:
     node, clock = _Node(), _Clock()
     pauses = Pauses(clock, lambda: 1_800_000_000.0 + clock.now)
-    return node, pauses, clock, NodeLabelPause(node, pauses, lambda v: parse_duration(v, 1.0, 3600.0))
+    return node, pauses, clock, NodeLabels(node, [NodeLabelPause(pauses, lambda v: parse_duration(v, 1.0, 3600.0))])
 
 
 def test_the_label_pauses_for_the_annotations_duration_and_its_removal_resumes() -> None:
@@ -86,6 +86,7 @@ def test_a_pause_asked_otherwise_is_left_alone_when_no_label_comes(caplog: pytes
     node.labels[LABEL] = "yes"
     watcher.check()
     assert "is not one of profiling, full: ignored" in caplog.text
+    assert dict(watcher.current().failures) == {"invalid_label": 1}  # counted in the self-metrics
     node.labels[LABEL], node.annotations[FOR_ANNOTATION] = "full", "2h"
     watcher.check()
     assert "pausing for the default 600s" in caplog.text

@@ -37,6 +37,9 @@ LABEL_EXCEPTIONS: dict[tuple[str, str], str] = {
         ("status/view.py", name): "status JSON field"
         for name in ("uuid", "name", "pid", "user", "namespace", "pod", "container")
     },
+    # The fields of a Kubernetes Event object (metadata.name, .namespace, involvedObject.name) that the
+    # node condition's Events send to the API server; not series labels.
+    **{("attribution/nodeevents.py", name): "Kubernetes Event field" for name in ("name", "namespace")},
     # NVML's utilization struct members (nvmlUtilization_t.gpu, .memory), a backend's vocabulary.
     ("backends/nvml/readers.py", "gpu"): "NVML struct member",
 }

@@ -21,6 +21,7 @@ from gpu_exporter.compat.render import compat_renderer
 from gpu_exporter.config import Settings
 from gpu_exporter.exposition.render import native_renderer
 from gpu_exporter.sampling.consumers import NATIVE, Memory
+from gpu_exporter.sampling.inventory import ExpectedGpus
 from gpu_exporter.sampling.pause import Pauses
 from gpu_exporter.sampling.sampler import REDISCOVER_SECONDS, Sampler
 from gpu_exporter.sampling.snapshot import Renderer
@@ -43,11 +44,12 @@ def sampler_for(
     interval: float | None = None,
     compat: CompatPlan | None = None,
     pauses: Pauses | None = None,
+    inventory: ExpectedGpus | None = None,
 ) -> tuple[Sampler, Attributor]:
     """The sampler the settings describe for ``collectors`` (the settings' own, or more where a
     counters list asks for them), with the attribution the settings ask for (started by the caller).
     ``interval`` overrides ``--collect-interval`` (``snapshot --watch``); ``pauses`` holds the pause asked
-    of the daemon (its control socket)."""
+    of the daemon (its control socket); ``inventory`` the expected GPU count (else ``--expected-gpus``)."""
     specs = enabled_specs(collectors)
     holder: list[Sampler] = []
     attributor = attributor_for(
@@ -59,7 +61,7 @@ def sampler_for(
         renderer=renderer, attribution=attributor, memory=memory, watch_events="xid" in collectors,
         vanished_retention=settings.vanished_retention, unsupported_retry=settings.unsupported_retry,
         rediscover_interval=settings.rediscover_interval, max_processes=settings.max_processes,
-        expected_gpus=settings.expected_gpus or None, pauses=pauses,
+        expected_gpus=inventory if inventory is not None else settings.expected_gpus or None, pauses=pauses,
     )  # fmt: skip
     holder.append(sampler)
     return sampler, attributor

@@ -58,6 +58,8 @@ def attributor_for(
         from gpu_exporter.simulate.processes import ScenarioNames
 
         scenario_names = ScenarioNames(resolve(settings.simulate))
+    if settings.node_events and not settings.node_condition:
+        log.warning("--kubernetes.node-condition-events: no --kubernetes.node-condition, so no Event is made")
     return Attributor(
         Path(settings.procfs),
         settings.hpc_job_dir,
@@ -83,7 +85,7 @@ def _node_condition(settings: Settings, health: Callable[[], Health]) -> NodeCon
         log.warning("--kubernetes.node-condition %s: not set, %s", settings.node_condition, why)
         return None
     return NodeCondition(url, settings.kubelet_token_file, settings.kubelet_ca_file, node, settings.node_condition,
-                         health)  # fmt: skip
+                         health, events=settings.node_events)  # fmt: skip
 
 
 def api_sources(settings: Settings) -> tuple[ResourceSlices | None, NodePods | None]:

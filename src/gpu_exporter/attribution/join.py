@@ -79,6 +79,12 @@ class SlicesState(SourceState, Protocol):
     def devices(self) -> Mapping[tuple[str, str, str], DraDevice]: ...
 
 
+class Reported(Protocol):
+    """A source listed in the self-metrics whose lifecycle another part owns."""
+
+    def current(self) -> SourceState: ...
+
+
 Kubelet = Source[KubeletState]
 PodNames = Source[PodNameState]
 Slices = Source[SlicesState]
@@ -110,6 +116,13 @@ class Attributor:
             ("kubernetes_pods", api_pods), ("kubernetes_node_condition", node_condition),
         )  # fmt: skip
         self._sources = tuple((name, source) for name, source in named if source is not None)
+        self._reported: list[tuple[str, Reported]] = []  # listed here, run by their owner
+        if node_condition is not None and node_condition.events is not None:
+            self._reported.append(("kubernetes_node_events", node_condition.events))
+
+    def report(self, name: str, source: Reported) -> None:
+        """List ``source`` in the self-metrics as ``name`` (its owner starts and stops it); before :meth:`start`."""
+        self._reported.append((name, source))
 
     def start(self) -> None:
         """Start the sources that refresh on their own thread (the kubelet, the API server)."""
@@ -123,7 +136,7 @@ class Attributor:
     def sources(self) -> dict[str, SourceStatus]:
         """The state of each cached source with a lifecycle of its own (for self-metrics)."""
         out = {}
-        for name, source in self._sources:
+        for name, source in (*self._sources, *self._reported):
             if source is not None:
                 state = source.current()
                 last = state.fetched_at if state.fetched_at else None

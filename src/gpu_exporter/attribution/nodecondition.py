@@ -18,8 +18,12 @@ one the node already has when the status is the same (one ``GET /api/v1/nodes/NO
 A refused or failed request is retried with a growing backoff (1 s to 5 min), counted by kind in the
 self-metrics (source ``kubernetes_node_condition``) and logged once per change of state.
 
-RBAC: ``get`` on ``nodes`` and ``patch`` on ``nodes/status``. Kubernetes cannot narrow a DaemonSet's
-grant to each pod's own node; the exporter only ever writes its own node's one condition type.
+With ``--kubernetes.node-condition-events``, each change to ``True`` or ``False`` is also told as one
+Kubernetes Event involving the Node (:mod:`.nodeevents`).
+
+RBAC: ``get`` on ``nodes`` and ``patch`` on ``nodes/status`` (and ``create`` on ``events`` for the
+Events). Kubernetes cannot narrow a DaemonSet's grant to each pod's own node; the exporter only ever
+writes its own node's one condition type.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 from gpu_exporter.attribution.bounded import body as read_bounded
 from gpu_exporter.attribution.bounded import decoded
 from gpu_exporter.attribution.kubewatch import bearer_token, connect_failure, status_kind, tls_client
+from gpu_exporter.attribution.nodeevents import TYPES, NodeEvents
 from gpu_exporter.attribution.refresh import Failure
 from gpu_exporter.sampling.health import FAIL, Health
 
@@ -99,6 +104,7 @@ class _Known:
     transition: str = ""
     sent: Wanted | None = None
     sent_at: float = 0.0  # monotonic
+    decided: str | None = None  # the last True or False the node had (None: never, as far as known)
     failures: dict[str, int] = field(default_factory=dict)
 
 
@@ -107,9 +113,10 @@ class NodeCondition:
 
     def __init__(
         self, url: str, token_file: str, ca_file: str, node: str, type_: str, health: Callable[[], Health], *,
-        timeout_seconds: float = 5.0, heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        timeout_seconds: float = 5.0, heartbeat_seconds: float = HEARTBEAT_SECONDS, events: bool = False,
         clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
     ) -> None:  # fmt: skip
+        """``events``: also create one Event on each transition to True or False (:mod:`.nodeevents`)."""
         self._url, self._token_file, self._ca_file = url, token_file, ca_file
         self._node, self._type, self._health = node, type_, health
         self._timeout, self._heartbeat = timeout_seconds, heartbeat_seconds
@@ -121,6 +128,7 @@ class NodeCondition:
         self._client: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.events = NodeEvents(node, type_, self._send, BACKOFF_SECONDS) if events else None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="node-condition", daemon=True)
@@ -139,10 +147,15 @@ class NodeCondition:
             self.step()
 
     def step(self) -> None:
-        """One look: patch when the condition changed or the heartbeat is due, unless backing off."""
+        """One look: patch when the condition changed or the heartbeat is due, unless backing off; then
+        create a transition's Event where one waits (on a backoff of its own)."""
         now = self._clock()
-        if now < self._retry_at:
-            return
+        if now >= self._retry_at:
+            self._condition(now)
+        if self.events is not None:
+            self.events.flush(now, self._wall())
+
+    def _condition(self, now: float) -> None:
         want = wanted(self._health())
         known = self._known
         if known.sent == want and now - known.sent_at < self._heartbeat:
@@ -150,6 +163,7 @@ class NodeCondition:
         try:
             if known.status is None:
                 known.status, known.transition = self._read()
+                known.decided = known.status if known.status in TYPES else None
             wall = _timestamp(self._wall())
             transition = known.transition if known.status == want.status and known.transition else wall
             self._patch(want, wall, transition)
@@ -161,6 +175,10 @@ class NodeCondition:
                      want.message)  # fmt: skip
         if not self._state.up and self._state.calls:
             log.info("node %s: the API server accepts the %s condition again", self._node, self._type)
+        if want.status in TYPES and want.status != known.decided:
+            if self.events is not None:
+                self.events.transition(want.status, want.reason, want.message, self._wall())
+            known.decided = want.status
         known.status, known.transition, known.sent, known.sent_at = want.status, transition, want, now
         self._backoff = 0
         state = self._state
@@ -180,22 +198,28 @@ class NodeCondition:
                                          False, state.patches)  # fmt: skip
 
     def _request(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
-        """One request to the API server; the JSON object answered, or :class:`Failure`."""
-        import httpx2
-
+        """One request of the condition (counted in its state); the JSON object answered, or :class:`Failure`."""
         self._state = NodeConditionState(self._state.up, self._state.calls + 1, self._state.failures,
                                          self._state.fetched_at, False, self._state.patches)  # fmt: skip
+        return self._send(method, path, body, (200,))
+
+    def _send(self, method: str, path: str, body: bytes | None, accepted: tuple[int, ...]) -> dict[str, Any]:
+        """One request to the API server (a PATCH is a strategic merge patch, a POST JSON); the JSON object
+        answered with one of the ``accepted`` statuses, or :class:`Failure`."""
+        import httpx2
+
         token = bearer_token(self._token_file)
         if self._client is None:
             self._client = tls_client(self._url, self._ca_file)
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if body is not None:
-            headers["Content-Type"] = "application/strategic-merge-patch+json"
+            patch = method == "PATCH"
+            headers["Content-Type"] = "application/strategic-merge-patch+json" if patch else "application/json"
         what = f"the answer to {method} {path}"
         try:  # read as it arrives and refused past MAX_ANSWER, never buffered whole first
             with self._client.stream(method, path, content=body, headers=headers,
                                      timeout=httpx2.Timeout(self._timeout)) as response:  # fmt: skip
-                if response.status_code != 200:
+                if response.status_code not in accepted:
                     raise Failure(status_kind(response.status_code), f"HTTP {response.status_code} on {method} {path}")
                 content = read_bounded(decoded(response), MAX_ANSWER, what)
         except httpx2.TimeoutException:

@@ -52,6 +52,7 @@ from gpu_exporter.catalogue.health_rules import (
     XID_SUBSYSTEM,
 )
 from gpu_exporter.sampling.events import XidTally
+from gpu_exporter.sampling.inventory import ExpectedGpus
 
 if TYPE_CHECKING:  # the snapshot holds a Health: imported for the annotations only
     from gpu_exporter.sampling.snapshot import DeviceView
@@ -152,8 +153,9 @@ class _Memory:
 class HealthModel:
     """Judges each cycle; keeps per GPU uuid what the rules over time need (only the sampler thread calls it)."""
 
-    def __init__(self, expected: int | None = None) -> None:
-        self._expected = expected
+    def __init__(self, expected: int | ExpectedGpus | None = None) -> None:
+        """``expected``: the GPUs the node should have, fixed or as the inventory says each cycle."""
+        self._expected = expected if isinstance(expected, ExpectedGpus) else ExpectedGpus(expected)
         self._memory: dict[str, _Memory] = {}
 
     def assess(
@@ -165,7 +167,7 @@ class HealthModel:
         for uuid in [uuid for uuid in self._memory if uuid not in listed]:  # forgotten GPUs: their memory too
             del self._memory[uuid]
         gpus = tuple(self._gpu(device, events, wall) for device in devices)
-        return Health(known, gpus, self._expected, len(devices))
+        return Health(known, gpus, self._expected.current(), len(devices))
 
     def _gpu(self, device: DeviceView, events: Mapping[str, XidTally] | None, wall: float) -> GpuHealth:
         ident = device.identity

@@ -40,6 +40,7 @@ from gpu_exporter.sampling.convert import Converted, convert, group
 from gpu_exporter.sampling.derive import Integrators, Windows
 from gpu_exporter.sampling.events import EventTallies, XidTally
 from gpu_exporter.sampling.health import HealthModel
+from gpu_exporter.sampling.inventory import ExpectedGpus
 from gpu_exporter.sampling.memo import HOLD_FIRST_MAX_INTERVAL, RETRY_SECONDS, UnsupportedMemo
 from gpu_exporter.sampling.pause import Pause, Pauses
 from gpu_exporter.sampling.plan import STALE_INTERVALS, Plan
@@ -98,14 +99,14 @@ class Sampler:
         unsupported_retry: float = RETRY_SECONDS,
         rediscover_interval: float = REDISCOVER_SECONDS,
         max_processes: int = MAX_PROCESSES,
-        expected_gpus: int | None = None,
+        expected_gpus: int | ExpectedGpus | None = None,
         pauses: Pauses | None = None,
     ) -> None:
         """``renderer`` turns each cycle's frame into its exposition, ``attribution`` labels each GPU's
         processes and adds its allocations (on the read's thread, after processes beyond
         ``max_processes`` per GPU are folded), ``memory`` is what the renderer needs kept beyond
         current values (:mod:`gpu_exporter.assemble` builds all three); ``pauses`` holds the pause asked
-        for, if any (:mod:`.pause`)."""
+        for, if any (:mod:`.pause`); ``expected_gpus`` the GPUs the node should have (:mod:`.inventory`)."""
         self._backend = backend
         self._specs = tuple(specs)
         self._plan = Plan(self._specs, backend.name, interval)

@@ -33,6 +33,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_process_memory_utilization_ratio", "ratio",
         "Fraction of time the process was reading or writing device memory, averaged over the last interval",
         "processes", NvmlSource("nvmlDeviceGetProcessUtilization", "mem", _PERCENT), None, entities=_PROCESS,
+        detail=FULL,  # per process, and nothing shipped computes with it (docs/metrics.md, the lean budget)
     ),
     _gauge(
         "gpu_process_encoder_utilization_ratio", "ratio", "The process's share of the video encoder, averaged "

@@ -95,10 +95,11 @@ def test_the_default_stays_within_the_series_budget_per_gpu(fakenvml_dir: Path, 
 
 #: The lean budget per allocation (docs/metrics.md): the series each allocation (pod container, Slurm or
 #: HPC job) adds to its GPU by default: its identity, the idle time the GPUAllocatedIdle alert watches, the
-#: ledger's three counters the recording rules sum and the memory the "Who used the GPUs" dashboard shows.
+#: ledger's three counters the recording rules sum and the memory (at the last read, and its processes' peak
+#: where NVML accounting mode is on: the budget host has it on) the "Who used the GPUs" dashboard shows.
 LEAN_PER_ALLOCATION = {"gpu_allocation_info", "gpu_allocation_idle_seconds_total", "gpu_allocation_gpu_seconds_total",
                        "gpu_allocation_busy_seconds_total", "gpu_allocation_energy_joules_total",
-                       "gpu_allocation_memory_used_bytes"}  # fmt: skip
+                       "gpu_allocation_memory_used_bytes", "gpu_allocation_memory_peak_bytes"}  # fmt: skip
 #: ... and each process series (at most --collector.processes.max-per-gpu, 16, per GPU or MIG instance, and
 #: pid="other"): what the workloads dashboard lists and counts per process.
 LEAN_PER_PROCESS = {"gpu_processes", "gpu_process_memory_used_bytes", "gpu_process_sm_utilization_ratio"}
@@ -109,13 +110,15 @@ ALLOCATIONS_PER_GPU = 8
 
 def _slurm_host(tmp_path: Path) -> tuple[Path, Path]:
     """The bench's 8-GPU host with eight Slurm jobs on every GPU, each with one process (its cgroup
-    path names the job) at its own memory and SM share: the scenario and the procfs that names them."""
+    path names the job) at its own memory and SM share, and NVML accounting mode on (the peak memory):
+    the scenario and the procfs that names them."""
     lines, procfs = [], tmp_path / "proc"
     for gpu in range(8):
+        lines.append(f"gpu{gpu}.accounting_mode = 1")
         for n in range(ALLOCATIONS_PER_GPU):
             pid, key = 50000 + 100 * gpu + n, f"gpu{gpu}.process.{n}"
             lines += [f"{key}.pid = {pid}", f"{key}.used_memory = {(n + 1) << 28}", f"{key}.sm_util = {5 + n}",
-                      f"{key}.mem_util = 3"]  # fmt: skip
+                      f"{key}.mem_util = 3", f"{key}.max_memory = {(n + 2) << 28}"]  # fmt: skip
             entry = procfs / str(pid)
             entry.mkdir(parents=True)
             (entry / "cgroup").write_text(f"0::/system.slice/slurmstepd.scope/job_{1000 + 10 * gpu + n}/step_0\n")

@@ -476,10 +476,10 @@ carry `pod_uid` and `slurm_job` where their cgroups say; join `pod_uid` with kub
             ts("SM share per process (top 10)", "Fraction of time each process had kernels on the SMs (its share "
                "of the GPU's utilization), the ten largest at each moment.", "percentunit",
                Query(f"topk(10, {g('gpu_process_sm_utilization_ratio')})", PROC), min=0, max=1),
-            table("Processes now", "Every process on the selected GPUs: memory held, SM share and memory "
-                  "(copy) share, with its user, pod UID and Slurm job where its cgroups say.", "none",
-                  g("gpu_process_memory_used_bytes"), g("gpu_process_sm_utilization_ratio"),
-                  g("gpu_process_memory_utilization_ratio"), width=24),
+            table("Processes now", "Every process on the selected GPUs: memory held and SM share, with its "
+                  "user, pod UID and Slurm job where its cgroups say (its memory-copy share needs "
+                  "--metrics.detail=full).", "none",
+                  g("gpu_process_memory_used_bytes"), g("gpu_process_sm_utilization_ratio"), width=24),
         )),
         RowSpec("Slurm and HPC jobs", (
             ts("Utilization per job", "Mean busy fraction of the GPUs each Slurm or HPC job is allocated (a "

@@ -81,12 +81,14 @@ rules (group gpu-allocations) say the same.""", "gpuallocatedidle"),
         )),
         RowSpec("Each allocation now", (
             table("Allocations now", "Each allocation (pod container, Slurm or HPC job) on each GPU: its share "
-                  "of the GPU's time, of its busy time and of its power over the last interval, and the memory its "
-                  "processes hold (empty where the exporter knows none of its processes).", "none",
+                  "of the GPU's time, of its busy time and of its power over the last interval, the memory its "
+                  "processes hold (empty where the exporter knows none of its processes) and, on GPUs with NVML "
+                  "accounting mode on (nvidia-smi -am 1), the most one of them has held since it started "
+                  "(empty elsewhere: the memory column is then only what the last read saw).", "none",
                   f"rate({g('gpu_allocation_gpu_seconds_total')}[{RI}])",
                   f"rate({g('gpu_allocation_busy_seconds_total')}[{RI}])",
                   f"rate({g('gpu_allocation_energy_joules_total')}[{RI}])",
-                  g("gpu_allocation_memory_used_bytes"), width=24),
+                  g("gpu_allocation_memory_used_bytes"), g("gpu_allocation_memory_peak_bytes"), width=24),
         )),
     ),
 )  # fmt: skip

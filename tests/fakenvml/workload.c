@@ -587,3 +587,95 @@ nvmlReturn_t DECLDIR nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
     }
     return NVML_SUCCESS;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Accounting statistics (nvml.h, group nvmlAccountingStats)                                  */
+/*
+ * gpuN.accounting_mode (0 or 1; absent: the GPU does not support accounting). The stats calls answer
+ * NOT_SUPPORTED while the mode is off or unsupported, as nvml.h says ("doesn't support this feature or
+ * accounting mode is disabled"), and NOT_FOUND for a pid the driver has no stats of. The fake accounts only
+ * the GPU's running processes (compute and graphics; its circular buffer holds no terminated ones):
+ * maxMemoryUsage is gpuN.process.K.max_memory, else the memory the process holds now (the most the fake
+ * has seen it hold), NVML_VALUE_NOT_AVAILABLE where neither is given; gpuUtilization and memoryUtilization
+ * are its sm_util and mem_util (its lifetime's average, for a process whose load does not change);
+ * time is 0 while it runs, isRunning 1, startTime 0 (the fake knows no start). */
+
+/* The 4000 processes nvidia-smi -q reports as "Accounting Mode Buffer Size" on data-centre GPUs. */
+#define FAKE_ACCOUNTING_BUFFER 4000u
+
+/* SUCCESS when accounting mode is on, NOT_SUPPORTED otherwise. */
+static nvmlReturn_t accounting_on(const struct fake_call *c)
+{
+    unsigned mode;
+    return fake_uint(c, &mode, "accounting_mode") == NVML_SUCCESS && mode ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(mode != NULL);
+    unsigned v;
+    if (fake_uint(&c, &v, "accounting_mode") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *mode = v ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int *bufferSize)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(bufferSize != NULL);
+    nvmlReturn_t ret = accounting_on(&c);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *bufferSize = FAKE_ACCOUNTING_BUFFER;
+    return NVML_SUCCESS;
+}
+
+/* Two-call pattern: count 0 and a NULL array gives INSUFFICIENT_SIZE and the count (nvml.h). */
+nvmlReturn_t DECLDIR nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count, unsigned int *pids)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(count != NULL);
+    nvmlReturn_t ret = accounting_on(&c);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    struct proc p[FAKE_MAX_PROCS];
+    unsigned n = list_processes(&c, PROCS_ALL, p);
+    if (*count < n || (n > 0 && pids == NULL)) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; i++)
+        pids[i] = p[i].pid;
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t DECLDIR nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid, nvmlAccountingStats_t *stats)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(stats != NULL);
+    nvmlReturn_t ret = accounting_on(&c);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    struct proc p[FAKE_MAX_PROCS];
+    unsigned n = list_processes(&c, PROCS_ALL, p);
+    for (unsigned i = 0; i < n; i++) {
+        if (p[i].pid != pid)
+            continue;
+        unsigned long long peak, sm = 0, mem = 0;
+        if (!fake_dev_u64(&c, &peak, "process.%d.max_memory", p[i].k))
+            peak = p[i].used_memory; /* NVML_VALUE_NOT_AVAILABLE where the memory is unknown too */
+        fake_dev_u64(&c, &sm, "process.%d.sm_util", p[i].k);
+        fake_dev_u64(&c, &mem, "process.%d.mem_util", p[i].k);
+        *stats = (nvmlAccountingStats_t){.gpuUtilization = (unsigned)sm,
+                                         .memoryUtilization = (unsigned)mem,
+                                         .maxMemoryUsage = peak,
+                                         .time = 0,
+                                         .startTime = 0,
+                                         .isRunning = 1};
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+}

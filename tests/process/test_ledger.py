@@ -131,3 +131,30 @@ def test_a_vanished_allocation_is_forgotten_after_the_retention(fakenvml_dir: Pa
         assert fresh is not None and fresh < 1.0 <= again
     finally:
         exporter.stop()
+
+
+def test_peak_memory_from_nvml_accounting_where_it_is_on(fakenvml_dir: Path, tmp_path: Path) -> None:
+    """GPU 0 has accounting mode on (job 101's process peaked at 12 GiB; job 202's gives no maximum, so its
+    memory now): each job's peak is its process's maximum since it started, beside the memory it holds
+    now; GPU 1 has it off: job 303 has only the memory at the read, and the status API says the peak is
+    not supported there."""
+    scenario = tmp_path / "host.scn"
+    accounting = "gpu0.accounting_mode = 1\ngpu0.process.0.max_memory = 12884901888\ngpu1.accounting_mode = 0\n"
+    scenario.write_text((SCENARIOS / "h100x4.scn").read_text() + PROCESSES + accounting)
+    exporter = start(fakenvml_dir, scenario, tmp_path, "--collect-interval", "200ms",
+                     "--path.procfs", str(_procfs(tmp_path / "p")))  # fmt: skip
+    try:
+        parsed = scrape_until(
+            exporter, lambda p: value(p, "gpu_allocation_memory_used_bytes", slurm_job="303") == 4 * GIB
+        )
+        status = exporter.get("/api/v1/status").json()
+    finally:
+        exporter.stop()
+    assert _get(parsed, "gpu_allocation_memory_peak_bytes", **GPU0, slurm_job="101") == 12 * GIB
+    assert _get(parsed, "gpu_allocation_memory_peak_bytes", **GPU0, slurm_job="202") == 2 * GIB  # its memory now
+    assert _get(parsed, "gpu_allocation_memory_used_bytes", **GPU0, slurm_job="101") == 8 * GIB
+    assert value(parsed, "gpu_allocation_memory_peak_bytes", **GPU1, slurm_job="303") is None
+    assert "gpu_process_memory_peak_bytes" not in parsed  # full detail only
+    cards = {card["uuid"]: card for card in status["gpus"]}
+    assert any("gpu_process_memory_peak_bytes" in lack for lack in cards[GPU1["uuid"]]["unsupported"]), cards
+    assert not any("peak" in lack for lack in cards[GPU0["uuid"]]["unsupported"])

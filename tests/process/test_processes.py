@@ -70,7 +70,10 @@ def test_every_process_with_its_values_name_and_user(fakenvml_dir: Path, tmp_pat
     python = {**gpu0, "pid": "4242", "process": "python3", "user": "root"}
     assert value(parsed, "gpu_process_memory_used_bytes", **python) == 8 * GIB
     assert value(parsed, "gpu_process_sm_utilization_ratio", **python) == 0.37
-    assert value(parsed, "gpu_process_memory_utilization_ratio", **python) == 0.12
+    assert value(parsed, "gpu_process_memory_utilization_ratio", **python) is None  # full detail only
+    (tmp_path / "full").mkdir()
+    full = samples(_run(fakenvml_dir, tmp_path / "full", "--metrics.detail", "full"))
+    assert value(full, "gpu_process_memory_utilization_ratio", **python) == 0.12
     assert value(parsed, "gpu_processes", **python) == 1
     # no /proc entry: the pid is exported, the names are empty (absent), never guessed
     assert value(parsed, "gpu_process_memory_used_bytes", **gpu0, pid="4343", process="", user="") == GIB

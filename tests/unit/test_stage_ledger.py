@@ -181,3 +181,29 @@ def test_a_gpu_without_processes_or_allocations_has_no_ledger_series() -> None:
     gpu, a, b = integrators.values(GPU), integrators.values(JOB_A), integrators.values(JOB_B)
     assert gpu[U_BUSY] + a[A_BUSY] + b[A_BUSY] == pytest.approx(gpu[BUSY])  # all of it since the first read
     assert gpu[U_ENERGY] + a[A_ENERGY] + b[A_ENERGY] == pytest.approx(400.0)
+
+
+PEAK, A_PEAK = "gpu_process_memory_peak_bytes", "gpu_allocation_memory_peak_bytes"
+
+
+def test_peak_memory_is_the_largest_of_its_processes_peaks_where_accounting_gives_them() -> None:
+    """NVML accounting's per-process maximum since start: an allocation's peak is its processes' largest
+    (not their sum, not per interval); an allocation whose processes have none (accounting off) has no
+    peak, and its memory at the read stays."""
+    held = (Holding("a", 0.1, 1e9, 3e9), Holding("a", 0.1, 2e9, 2.5e9), Holding("b", 0.1, 4e9), Holding(None, 0, 1, 9))
+    parts = split(Interval(1.0, 0.5, 100.0, ("a", "b"), held))
+    assert parts.memory_peak == {"a": 3e9} and parts.memory == {"a": 3e9, "b": 4e9}
+    values = {
+        GPU: {UTIL: 0.5, ENERGY: 10.0},
+        JOB_A: {},
+        JOB_B: {},
+        _process(11, slurm_job="101"): {MEMORY: 2e9, PEAK: 6e9},
+        _process(12, slurm_job="202"): {MEMORY: 1e9},
+    }
+    assert [p.peak for p in holdings(values)[1]] == [6e9, None]
+    integrators = Integrators(METRICS, CAP)
+    for entity, own in values.items():
+        integrators.fold(entity, values[GPU] if entity.kind == "job" else own, 5.0)
+    integrators.split(values, 5.0)
+    assert integrators.values(JOB_A)[A_PEAK] == 6e9 and A_PEAK not in integrators.values(JOB_B)
+    assert integrators.values(JOB_B)[A_MEMORY] == 1e9

@@ -60,8 +60,16 @@ ROWS: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "gpu_allocation_memory_used_bytes", "bytes", "GPU memory this allocation's processes held at the "
-        "last read (the sum of gpu_process_memory_used_bytes; NVML keeps no per-process peak)", "allocations",
+        "last read (the sum of gpu_process_memory_used_bytes; a peak between reads is not seen: see "
+        "gpu_allocation_memory_peak_bytes where NVML accounting mode is on)", "allocations",
         None, None, entities=_ALLOCATIONS, derive=Share("memory"),
+    ),
+    _gauge(
+        "gpu_allocation_memory_peak_bytes", "bytes", "The most GPU memory any one of this allocation's running "
+        "processes has held since it started (the largest gpu_process_memory_peak_bytes: NVML accounting's "
+        "per-process maximum, since the process started, not per interval); only on GPUs with accounting "
+        "mode on (nvidia-smi -am 1)", "allocations",
+        None, None, entities=_ALLOCATIONS, derive=Share("memory_peak"),
     ),
     _counter(
         "gpu_unattributed_busy_seconds_total", "seconds", "Busy time of a GPU with processes or allocations "

@@ -73,5 +73,6 @@ TENSOR_ACTIVE = "gpu_tensor_pipe_active_ratio"
 DRAM_ACTIVE = "gpu_dram_active_ratio"
 # processes (:mod:`.processes`)
 PROCESS_MEMORY_USED = "gpu_process_memory_used_bytes"
+PROCESS_MEMORY_PEAK = "gpu_process_memory_peak_bytes"
 PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio"
 PROCESSES = "gpu_processes"

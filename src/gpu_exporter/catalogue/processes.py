@@ -24,6 +24,14 @@ ROWS: tuple[MetricSpec, ...] = (
         NvmlSource("nvmlDeviceGetComputeRunningProcesses", "used_memory"), None, entities=_PROCESS,
     ),
     _gauge(
+        # nvml.h, nvmlAccountingStats_t.maxMemoryUsage: "Maximum total memory in bytes that was ever allocated
+        # by the process"; nvmlDeviceGetAccountingStats answers NOT_SUPPORTED while accounting mode is off.
+        "gpu_process_memory_peak_bytes", "bytes", "Most GPU memory the process has held since it started (NVML "
+        "accounting statistics' maxMemoryUsage, not per interval); only where accounting mode is on (as root: "
+        "nvidia-smi -am 1)", "processes",
+        NvmlSource("nvmlDeviceGetAccountingStats", "max_memory_usage"), None, entities=_PROCESS, detail=FULL,
+    ),
+    _gauge(
         "gpu_process_sm_utilization_ratio", "ratio",
         "Fraction of time the process had kernels running on the SMs, averaged over the samples of the last "
         "interval (its share of gpu_utilization_ratio)", "processes",
@@ -33,6 +41,7 @@ ROWS: tuple[MetricSpec, ...] = (
         "gpu_process_memory_utilization_ratio", "ratio",
         "Fraction of time the process was reading or writing device memory, averaged over the last interval",
         "processes", NvmlSource("nvmlDeviceGetProcessUtilization", "mem", _PERCENT), None, entities=_PROCESS,
+        detail=FULL,  # per process, and nothing shipped computes with it (docs/metrics.md, the lean budget)
     ),
     _gauge(
         "gpu_process_encoder_utilization_ratio", "ratio", "The process's share of the video encoder, averaged "

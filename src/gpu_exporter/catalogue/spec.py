@@ -192,10 +192,13 @@ class IdleWhileAllocated:
 class Share:
     """A row of the GPU's ledger (:mod:`gpu_exporter.sampling.ledger`): on an allocation, its part of
     the GPU's time (``allocated``), busy time (``busy``), energy (``energy``), SM time of its
-    processes (``sm``) or the memory its processes hold (``memory``, a gauge); on a GPU, the busy
+    processes (``sm``), the memory its processes hold (``memory``, a gauge) or the largest memory one of
+    its processes has held since it started (``memory_peak``, a gauge); on a GPU, the busy
     time (``unattributed_busy``) or energy (``unattributed_energy``) no allocation accounts for."""
 
-    part: Literal["allocated", "busy", "energy", "sm", "memory", "unattributed_busy", "unattributed_energy"]
+    part: Literal[
+        "allocated", "busy", "energy", "sm", "memory", "memory_peak", "unattributed_busy", "unattributed_energy"
+    ]
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -212,6 +215,8 @@ _SHARE_SOURCES = {
     "energy": "the growth of gpu_energy_joules_total between two reads, split by busy time and allocated time",
     "sm": "gpu_process_sm_utilization_ratio of the allocation's processes, integrated between reads",
     "memory": "the sum of gpu_process_memory_used_bytes of the allocation's processes",
+    "memory_peak": "the largest gpu_process_memory_peak_bytes of the allocation's processes (NVML accounting "
+    "statistics, nvmlDeviceGetAccountingStats maxMemoryUsage)",
     "unattributed_busy": "the growth of gpu_utilization_seconds_total that no allocation's part takes",
     "unattributed_energy": "the growth of gpu_energy_joules_total that no allocation's part takes",
 }

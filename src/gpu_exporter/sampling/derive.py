@@ -116,6 +116,7 @@ class Integrators:
                 self._add(uid, part, amount, at)
         for uid in allocations:
             self._set(uid, "memory", parts.memory.get(uid), at)
+            self._set(uid, "memory_peak", parts.memory_peak.get(uid), at)
         # A GPU's unattributed series begin once it has had a process or an allocation (a GPU no one
         # uses says nothing new by them), holding all it did before then: the parts add up to its totals.
         pending = self._unseen.setdefault(gpu.uid, {})

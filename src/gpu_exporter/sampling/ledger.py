@@ -19,7 +19,10 @@ it is someone else's (an HPC job; a pod the kubelet's pod-resources API names wi
 - **energy** (the growth of ``gpu_energy_joules_total``): the busy part (energy × utilization)
   as the busy time, the idle rest by allocated time (evenly), or unattributed without allocations;
 - **SM time** of each allocation's processes (their SM ratio × the interval), where known;
-- **memory**: the sum of its processes' memory at the read (a gauge).
+- **memory**: the sum of its processes' memory at the read (a gauge);
+- **peak memory**: the largest of its processes' own peaks since they started (NVML accounting's
+  maxMemoryUsage, where accounting mode is on): a gauge, not per interval, and for several processes
+  the largest single one, a lower bound of their combined peak.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpu_exporter.catalogue.keys import PROCESS_MEMORY_USED, PROCESS_SM_UTILIZATION
+from gpu_exporter.catalogue.keys import PROCESS_MEMORY_PEAK, PROCESS_MEMORY_USED, PROCESS_SM_UTILIZATION
 from gpu_exporter.model import Entity
 
 _POD = ("namespace", "pod", "container")
@@ -36,11 +39,13 @@ _POD = ("namespace", "pod", "container")
 @dataclass(frozen=True)
 class Holding:
     """One process of the interval: the allocation it belongs to (its uid, or none), its SM
-    utilization ratio over the interval and the memory it holds (bytes), where known."""
+    utilization ratio over the interval, the memory it holds and the most it has held since it
+    started (bytes), where known."""
 
     allocation: str | None
     sm: float | None = None
     memory: float | None = None
+    peak: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Parts:
     energy: dict[str, float] = field(default_factory=dict)
     sm: dict[str, float] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
+    memory_peak: dict[str, float] = field(default_factory=dict)
     unattributed_busy: float | None = None
     unattributed_energy: float | None = None
 
@@ -89,6 +95,8 @@ def split(interval: Interval) -> Parts:
             parts.sm[process.allocation] = parts.sm.get(process.allocation, 0.0) + process.sm * seconds
         if process.memory is not None:
             parts.memory[process.allocation] = parts.memory.get(process.allocation, 0.0) + process.memory
+        if process.peak is not None:
+            parts.memory_peak[process.allocation] = max(parts.memory_peak.get(process.allocation, 0.0), process.peak)
     alone = allocations[0] if len(allocations) == 1 and not orphans else None
     shares: dict[str, float] = {}  # fraction of the busy time per allocation
     utilization = None
@@ -144,7 +152,9 @@ def holdings(values: Mapping[Entity, Mapping[str, float]]) -> tuple[tuple[str, .
         found = found or by_pod_uid.get(labels.get("pod_uid", "")) or by_job.get(labels.get("slurm_job", ""))
         if found is None:
             found = _sole(by_holder.get(dict(entity.info).get("parent", ""), []), labels)
-        processes.append(Holding(found, own.get(PROCESS_SM_UTILIZATION), own.get(PROCESS_MEMORY_USED)))
+        processes.append(
+            Holding(found, own.get(PROCESS_SM_UTILIZATION), own.get(PROCESS_MEMORY_USED), own.get(PROCESS_MEMORY_PEAK))
+        )
     return tuple(entity.uid for entity in allocations), tuple(processes)
 
 

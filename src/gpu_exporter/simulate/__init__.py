@@ -12,6 +12,7 @@ from __future__ import annotations
 
 # The entry points register themselves in library.EXPORTS when imported.
 from gpu_exporter.simulate import (  # noqa: F401
+    accounting,
     device,
     fields,
     gpm,

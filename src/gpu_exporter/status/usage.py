@@ -3,9 +3,10 @@ rows (:mod:`gpu_exporter.sampling.ledger`): the status JSON's ``usage`` per card
 ``gpu-exporter snapshot``'s text view.
 
 Each entry: ``allocation`` (as the card's ``allocations`` name it), ``gpu_seconds`` (allocated GPU
-time), ``busy_seconds``, ``energy_joules`` and ``memory_used_bytes`` (its processes' memory at the
-last read); a value the exporter does not know is ``None``. A GPU card's ``unattributed`` says the
-busy time and energy no allocation accounts for."""
+time), ``busy_seconds``, ``energy_joules``, ``memory_used_bytes`` (its processes' memory at the
+last read) and ``memory_peak_bytes`` (the most one of its processes has held since it started, from
+NVML accounting; ``None`` where accounting mode is off); a value the exporter does not know is
+``None``. A GPU card's ``unattributed`` says the busy time and energy no allocation accounts for."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ from gpu_exporter.model import Entity
 from gpu_exporter.sampling.snapshot import DeviceView
 
 _KEYS: dict[str, str] = {spec.derive.part: spec.key for spec in ALL_METRICS if isinstance(spec.derive, Share)}
-_FIELDS = {"gpu_seconds": "allocated", "busy_seconds": "busy", "energy_joules": "energy", "memory_used_bytes": "memory"}
+_FIELDS = {
+    "gpu_seconds": "allocated",
+    "busy_seconds": "busy",
+    "energy_joules": "energy",
+    "memory_used_bytes": "memory",
+    "memory_peak_bytes": "memory_peak",
+}
 
 
 def allocation_name(entity: Entity) -> str:
@@ -51,13 +58,15 @@ def _get(values: Mapping[str, float], part: str) -> float | None:
 
 
 def line(row: Mapping[str, Any]) -> str:
-    """One allocation's usage as text: ``job 77: 12 GPU-s, busy 7.3 s, 4.1 kJ, 8192 MiB``."""
+    """One allocation's usage as text: ``job 77: 12 GPU-s, busy 7.3 s, 4.1 kJ, 8192 MiB`` (``, peak 9000 MiB``
+    where NVML accounting gives the peak; the memory is at the last read otherwise)."""
 
     def number(value: float | None, scale: float, unit: str) -> str:
         return "?" if value is None else f"{value / scale:.1f} {unit}"
 
-    memory = row["memory_used_bytes"]
+    memory, peak = row["memory_used_bytes"], row.get("memory_peak_bytes")
     return (
         f"{row['allocation']}: {number(row['gpu_seconds'], 1, 'GPU-s')}, busy {number(row['busy_seconds'], 1, 's')}, "
         f"{number(row['energy_joules'], 1000, 'kJ')}, {'?' if memory is None else f'{memory / 1024**2:.0f} MiB'}"
+        + ("" if peak is None else f", peak {peak / 1024**2:.0f} MiB")
     )

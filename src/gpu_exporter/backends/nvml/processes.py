@@ -1,7 +1,9 @@
 """Processes on a GPU through NVML: the compute and graphics process lists
 (``nvmlDeviceGetComputeRunningProcesses`` / ``nvmlDeviceGetGraphicsRunningProcesses``: pid, memory
-held, MIG instance) and the per-process utilization samples (``nvmlDeviceGetProcessUtilization``:
-SM, memory, encoder and decoder percent, averaged over the samples newer than the last read).
+held, MIG instance), the per-process utilization samples (``nvmlDeviceGetProcessUtilization``:
+SM, memory, encoder and decoder percent, averaged over the samples newer than the last read) and,
+where accounting mode is on, each listed process's accounting statistics
+(``nvmlDeviceGetAccountingStats``: the most memory it has held since it started).
 
 Raw values only: memory in bytes, utilization in percent. A process NVML lists in a MIG instance
 (GPU and compute instance ids) is attached to that instance's entity."""
@@ -32,6 +34,11 @@ _LISTS = (
     ("nvmlDeviceGetGraphicsRunningProcesses", pynvml.nvmlDeviceGetGraphicsRunningProcesses),
 )
 _UTILIZATION = {"sm": "smUtil", "mem": "memUtil", "enc": "encUtil", "dec": "decUtil"}
+_ACCOUNTING = "nvmlDeviceGetAccountingStats"
+#: nvmlAccountingStats_t's fields by selector (nvml.h).
+_ACCOUNTED = {"max_memory_usage": "maxMemoryUsage"}
+#: What the driver means by NOT_SUPPORTED here (nvml.h: the device lacks the feature, or accounting mode is off).
+_ACCOUNTING_OFF = f"{_ACCOUNTING} is not supported (accounting mode off, or not on this GPU: as root, nvidia-smi -am 1)"
 
 
 _FIRST_CAPACITY = 8
@@ -115,8 +122,10 @@ class ProcessReader:
         instance, compute instance) ids) with the raw values of ``specs``. ``compute`` lists the
         compute processes (the backend passes the list it already read for the process count)."""
         started = time.perf_counter()
-        lists = [s for s in specs if s.nvml is not None and s.nvml.call != "nvmlDeviceGetProcessUtilization"]
+        calls = {"nvmlDeviceGetProcessUtilization", _ACCOUNTING}
+        lists = [s for s in specs if s.nvml is not None and s.nvml.call not in calls]
         util = [s for s in specs if s.nvml is not None and s.nvml.call == "nvmlDeviceGetProcessUtilization"]
+        accounted = [s for s in specs if s.nvml is not None and s.nvml.call == _ACCOUNTING]
         processes: dict[int, tuple[Entity, float | None]] = {}
         if lists and all(request.asks(gpu.uid, s.key) for s in lists):
             for call, function in _LISTS:
@@ -149,6 +158,7 @@ class ProcessReader:
                         continue
                     processes[int(info.pid)] = (parent, None if memory is None else float(memory))
         samples = self._utilization(reading, gpu, handle, util, request) if util and processes else {}
+        stats = self._accounting(reading, gpu, handle, accounted, request, processes) if accounted else {}
         for pid, (parent, memory) in sorted(processes.items()):
             values = reading.raw.setdefault(model.process(parent, pid), {})
             for spec in lists:
@@ -162,7 +172,50 @@ class ProcessReader:
                 averaged = samples.get(pid, {}).get(spec.nvml.selector)
                 if averaged is not None:
                     values[spec.key] = averaged
+            for spec in accounted:
+                assert spec.nvml is not None
+                kept = stats.get(pid, {}).get(spec.nvml.selector)
+                if kept is not None:
+                    values[spec.key] = kept
         reading.spent("processes", time.perf_counter() - started)
+
+    @staticmethod
+    def _accounting(
+        reading: RawReading,
+        gpu: Entity,
+        handle: Handle,
+        specs: Sequence[MetricSpec],
+        request: Request,
+        processes: dict[int, tuple[Entity, float | None]],
+    ) -> dict[int, dict[str, float]]:
+        """Per listed pid, its accounting statistics (``nvmlDeviceGetAccountingStats``), one call per
+        process. NOT_SUPPORTED (accounting mode off, or a GPU without it) makes the rows unsupported for the
+        memo's minute and ends the read; NOT_FOUND (a pid the driver has not accounted yet) leaves that
+        process without them; a field the driver marks NVML_VALUE_NOT_AVAILABLE is absent."""
+        if not processes or not all(request.asks(gpu.uid, s.key) for s in specs):
+            return {}
+        stats: dict[int, dict[str, float]] = {}
+        for pid in sorted(processes):
+            try:
+                answer = pynvml.nvmlDeviceGetAccountingStats(handle, pid)
+            except pynvml.NVMLError_GpuIsLost:
+                raise
+            except pynvml.NVMLError_NotFound:
+                continue
+            except _UNSUPPORTED as err:
+                off = isinstance(err, pynvml.NVMLError_NotSupported)
+                what = _ACCOUNTING_OFF if off else f"{_ACCOUNTING} is unavailable ({err!r})"
+                reading.unsupported.extend((gpu, s.key, what) for s in specs)
+                return {}
+            except pynvml.NVMLError as err:
+                reading.failed(ERROR_KINDS.get(err.value, "unknown"), "processes")
+                return stats
+            own = stats.setdefault(pid, {})
+            for selector, name in _ACCOUNTED.items():
+                raw = getattr(answer, name)  # pynvml gives None for NVML_VALUE_NOT_AVAILABLE
+                if raw is not None and int(raw) != pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
+                    own[selector] = float(raw)
+        return stats
 
     def _utilization(
         self, reading: RawReading, gpu: Entity, handle: Handle, specs: Sequence[MetricSpec], request: Request
@@ -200,4 +253,5 @@ class ProcessReader:
 def supported_process_calls() -> frozenset[tuple[str, str]]:
     """Every (call, selector) this reader answers per process; a test checks the catalogue against it."""
     lists = {("nvmlDeviceGetComputeRunningProcesses", selector) for selector in ("count", "used_memory")}
-    return frozenset(lists | {("nvmlDeviceGetProcessUtilization", selector) for selector in _UTILIZATION})
+    utilization = {("nvmlDeviceGetProcessUtilization", selector) for selector in _UTILIZATION}
+    return frozenset(lists | utilization | {(_ACCOUNTING, selector) for selector in _ACCOUNTED})

@@ -242,14 +242,23 @@ def test_malformed_requests_no_redirect_no_log_flood(fakenvml_dir: Path, tmp_pat
         big_body = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"b" * 100_000
         assert _raw(exporter.port, big_body).startswith(b"HTTP/1.1 413")
 
+        answers: list[bytes] = []
+
         def flood(index: int) -> None:
-            _raw(exporter.port, b"BAD %d\r\n\r\n" % index)
+            try:
+                answers.append(_raw(exporter.port, b"BAD %d\r\n\r\n" % index)[:12])
+            except ConnectionResetError:
+                # 300 at once from one address: past its share of the connection cap the exporter closes
+                # the newest at once (issue 40's admission), which a client that has sent data sees as a reset
+                # (and one whose request had not yet arrived as an empty answer, b"")
+                answers.append(b"reset")
 
         threads = [threading.Thread(target=flood, args=(i,)) for i in range(300)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        assert set(answers) <= {b"HTTP/1.1 400", b"reset", b""} and b"HTTP/1.1 400" in answers, set(answers)
         assert exporter.get("/metrics").status_code == 200
         assert _log_lines(exporter.log()) < 60, exporter.log()[-3000:]
     finally:

@@ -69,6 +69,7 @@ class ScenarioEngine:
             fresh = self._build(text)
             for name in HOST_STATE:
                 setattr(self.engine, name, getattr(fresh, name))
+            self.engine.pids.processes = fresh.pids.processes  # what runs; the pid cache stays the engine's
             keys = scenario_keys(text)
             self.lost_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "gpu", ".lost_after").items()}
             self.aged_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "dcgm.gpu", ".aged_after").items()}

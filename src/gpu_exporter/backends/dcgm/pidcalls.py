@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _GROUP_EMPTY = 1  # DCGM_GROUP_EMPTY
 _BLOB = ord("b")  # DCGM_FT_BINARY
+_FUNCTIONS = ("dcgmWatchPidFields", "dcgmJobStartStats", "dcgmJobGetStats", "dcgmJobRemove", "dcgmGetValuesSince_v2")
 
 
 class _Sink:
@@ -81,7 +82,11 @@ class PidCalls:
     def watch_processes(self, name: str, gpu_ids: Sequence[int], update_us: int, keep_age_s: float) -> None:
         """An entity group ``name`` of these GPUs (refused ones left out) with the engine's pid
         watches on it (``dcgmWatchPidFields``), and a field group ``name`` of the pid lists and SM
-        samples watched at the same rate, for :meth:`process_samples`."""
+        samples watched at the same rate, for :meth:`process_samples`. Bindings without one of the
+        calls: DCGM_ST_NOT_SUPPORTED, nothing created."""
+        missing = [f for f in _FUNCTIONS if not hasattr(self._agent, f)]
+        if missing:
+            raise DcgmError(-6, f"the DCGM bindings have no {', '.join(missing)}")
         group = self._call("dcgmGroupCreate", _GROUP_EMPTY, name.encode())
         field_group = None
         try:

@@ -29,7 +29,6 @@ from gpu_exporter.backends.dcgm.errors import DcgmConnectionLost, DcgmError
 from gpu_exporter.backends.dcgm.pidvalues import ProcessValues, translate
 from gpu_exporter.backends.dcgm.protocol import DcgmAdapter
 from gpu_exporter.catalogue import MetricSpec
-from gpu_exporter.catalogue.keys import PROCESS_MEMORY_USED, PROCESS_SM_UTILIZATION, PROCESSES
 from gpu_exporter.model import Entity
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,6 @@ STALE_INTERVALS = 4
 STALE_MIN_SECONDS = 5.0
 #: How long after a failed setup or job call the watch is set up again.
 RETRY_SECONDS = 60.0
-_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio"
 
 
 def wanted(specs: Sequence[MetricSpec]) -> list[MetricSpec]:
@@ -135,12 +133,9 @@ class DcgmProcesses:
             return
         for pid, values in sorted(table.get(gpu_id, {}).items()):
             raw = reading.raw.setdefault(model.process(gpu, pid), {})
+            # each row by what it is on NVML (its selector there: the same quantity)
+            by_selector = {"count": 1.0, "used_memory": values.memory, "sm": values.sm, "mem": values.mem}
             for spec in specs:
-                value = {
-                    PROCESSES: 1.0,
-                    PROCESS_MEMORY_USED: values.memory,
-                    PROCESS_SM_UTILIZATION: values.sm,
-                    _MEMORY_UTILIZATION: values.mem,
-                }.get(spec.key)
+                value = by_selector.get(spec.nvml.selector) if spec.nvml is not None else None
                 if value is not None:
                     raw[spec.key] = value

@@ -146,6 +146,10 @@ class FakeDcgm:
     lost: set[int] = field(default_factory=set)  # GPU ids lost at run time (blank values, status OK)
     status_calls: int = 0
     pids: PidEngine = field(default_factory=PidEngine)  # processes, pid watches and jobs (tests/dcgmfake_pids.py)
+    #: GPU → its power in mW: field 156 (mJ) then grows by it per second from the engine's start, as the
+    #: driver's energy counter does (DCGM reads nvmlDeviceGetTotalEnergyConsumption); the fake NVML's too.
+    energy_power: dict[tuple[int, int], int] = field(default_factory=dict)
+    started_us: int = field(default_factory=lambda: int(time.time() * 1e6))
 
     def __post_init__(self) -> None:
         if self.version < (4, 0, 0):
@@ -345,6 +349,9 @@ class FakeDcgm:
             field_type = field_type if field_type in blanks else "i"
             value, status = blanks[field_type], ST_OK
         ts = self.aged.get(key, self.now_us())
+        power = self.energy_power.get(key) if field_id == 156 and status == ST_OK else None
+        if power is not None and isinstance(value, int) and value < INT64_BLANK:
+            value += power * max(ts - self.started_us, 0) // 1_000_000
         return FieldValue(key[0], key[1], field_id, field_type, status, ts, value)
 
     def latest(self, name: str) -> list[FieldValue]:
@@ -641,6 +648,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         # the difference, the pending ECC mode is the current one unless ecc.pending says otherwise.
         if "power.usage" in own:
             fields[157] = dcgm_raw(157, own["power.usage"])
+            fake.energy_power[(FE_GPU, gpu)] = int(own["power.usage"])
         if "bar1.total" in own and "bar1.used" in own:
             fields[93] = dcgm_raw(93, str(int(own["bar1.total"]) - int(own["bar1.used"])))
         if "ecc.mode" in own:

@@ -6,7 +6,9 @@ work unchanged.
 Each cycle the fabric worker (the backend's host-wide duties, a worker of its own) reads one window:
 the pid list samples and SM sample count since the last read (one ``dcgmGetValuesSince_v2``), then the
 window's job statistics (``dcgmJobGetStats``), starts the next window's job and removes the last
-one (:mod:`.pidvalues` says what each value is). The per-GPU reads only copy the newest table: no
+one (:mod:`.pidvalues` says what each value is). A window in which the engine did not update a GPU (a read
+before its next update) keeps that GPU's previous processes, for one window. The per-GPU reads only
+copy the newest table: no
 process call runs on a GPU's read, so a slow or hung one never stalls a GPU, and a table older than
 :data:`STALE_INTERVALS` collect intervals gives no processes rather than old ones.
 
@@ -61,6 +63,7 @@ class DcgmProcesses:
         self._since = 0
         self._retry_at = 0.0
         self._logged = False
+        self._carried: set[int] = set()  # GPU ids whose processes the last window carried over
 
     def refresh(self, adapter: DcgmAdapter, name: str, gpu_ids: Sequence[int], reading: RawReading) -> None:
         """One window: set up the watch on group ``name`` where it is new, else read the window since
@@ -81,6 +84,14 @@ class DcgmProcesses:
             previous, self._job = self._job, self._start(adapter)
             adapter.remove_job(previous)
             table = translate(running, samples, utilization)
+            with self._lock:
+                previous = self._table
+            # A window without any engine update of a GPU (our read came before the engine's next one)
+            # keeps that GPU's previous processes, once; a second such window means none run.
+            listed = {sample.gpu_id for sample in running}
+            carried = {gpu for gpu in previous if gpu not in listed and gpu not in self._carried}
+            table.update({gpu: previous[gpu] for gpu in carried})
+            self._carried = carried
             with self._lock:
                 self._table, self._at = table, self._clock()
         except DcgmConnectionLost:

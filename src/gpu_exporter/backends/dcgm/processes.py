@@ -85,12 +85,12 @@ class DcgmProcesses:
             adapter.remove_job(previous)
             table = translate(running, samples, utilization)
             with self._lock:
-                previous = self._table
+                before = self._table
             # A window without any engine update of a GPU (our read came before the engine's next one)
             # keeps that GPU's previous processes, once; a second such window means none run.
             listed = {sample.gpu_id for sample in running}
-            carried = {gpu for gpu in previous if gpu not in listed and gpu not in self._carried}
-            table.update({gpu: previous[gpu] for gpu in carried})
+            carried = {gpu for gpu in before if gpu not in listed and gpu not in self._carried}
+            table.update({gpu: before[gpu] for gpu in carried})
             self._carried = carried
             with self._lock:
                 self._table, self._at = table, self._clock()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gpu_exporter.backends.dcgm.adapter import DcgmConnectionLost, DcgmError, dcgm_error
+from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES
 from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (
@@ -63,6 +64,7 @@ from gpu_exporter.backends.dcgm.values import (
 )
 from gpu_exporter.backends.nvml.discovery import BRANDS
 from gpu_exporter.catalogue import METRICS, NVLINK_ERROR_FIELDS
+from tests.dcgmfake_pids import PidEngine, from_keys
 
 NVLINK_FIELDS = dict(NVLINK_ERROR_FIELDS)
 
@@ -143,6 +145,11 @@ class FakeDcgm:
     aged: dict[tuple[int, int], int] = field(default_factory=dict)  # entity → µs its samples stopped at
     lost: set[int] = field(default_factory=set)  # GPU ids lost at run time (blank values, status OK)
     status_calls: int = 0
+    pids: PidEngine = field(default_factory=PidEngine)  # processes, pid watches and jobs (tests/dcgmfake_pids.py)
+    #: GPU → its power in mW: field 156 (mJ) then grows by it per second from the engine's start, as the
+    #: driver's energy counter does (DCGM reads nvmlDeviceGetTotalEnergyConsumption); the fake NVML's too.
+    energy_power: dict[tuple[int, int], int] = field(default_factory=dict)
+    started_us: int = field(default_factory=lambda: int(time.time() * 1e6))
 
     def __post_init__(self) -> None:
         if self.version < (4, 0, 0):
@@ -227,6 +234,7 @@ class FakeDcgm:
         self.down = True
         self.connected = False
         self.watches.clear()
+        self.pids = PidEngine(processes=self.pids.processes)  # a new engine: no watch, no cache, no job
 
     def restore(self) -> None:
         self.down = False
@@ -244,11 +252,13 @@ class FakeDcgm:
             raise dcgm_error(ST_CONNECTION_NOT_VALID, f"connecting to {address or 'embedded'}: connection refused")
         self.connected, self.connected_to = True, address
         self.watches.clear()
+        self.pids.watches.clear()
         self.connects += 1
 
     def disconnect(self) -> None:
         self.connected = False
         self.watches.clear()
+        self.pids.watches.clear()
 
     def entities(self) -> list[Entity]:
         self._check()
@@ -316,6 +326,7 @@ class FakeDcgm:
 
     def unwatch(self, name: str) -> None:
         self.watches.pop(name, None)
+        self.pids.unwatch(name)
 
     def update_all(self) -> None:
         self._check()
@@ -338,6 +349,9 @@ class FakeDcgm:
             field_type = field_type if field_type in blanks else "i"
             value, status = blanks[field_type], ST_OK
         ts = self.aged.get(key, self.now_us())
+        power = self.energy_power.get(key) if field_id == 156 and status == ST_OK else None
+        if power is not None and isinstance(value, int) and value < INT64_BLANK:
+            value += power * max(ts - self.started_us, 0) // 1_000_000
         return FieldValue(key[0], key[1], field_id, field_type, status, ts, value)
 
     def latest(self, name: str) -> list[FieldValue]:
@@ -396,6 +410,36 @@ class FakeDcgm:
         if isinstance(support, int):
             raise dcgm_error(support, "dcgmProfGetSupportedMetricGroups failed")
         return support
+
+    # processes (tests/dcgmfake_pids.py) -------------------------------------------------------
+    def watch_processes(self, name: str, gpu_ids: Sequence[int], update_us: int, keep_age_s: float) -> None:
+        self._check()
+        gpus = tuple(g for g in gpu_ids if self.refusal((FE_GPU, g)) is None)
+        if not gpus:
+            raise dcgm_error(-35, f"{name}: no GPU the engine would group")
+        if name in self.pids.watches or name in self.watches:
+            raise dcgm_error(ST_DUPLICATE_KEY, f"dcgmFieldGroupCreate: field group name {name} already exists")
+        self.pids.watch(name, gpus, update_us, keep_age_s)
+
+    def process_samples(self, name: str, since_us: int) -> tuple[list[RunningProcess], dict[int, int], int]:
+        self._check()
+        return self.pids.samples(name, since_us, self.now_us())
+
+    def start_job(self, name: str, job_id: str) -> None:
+        self._check()
+        self.pids.start_job(name, job_id, self.now_us())
+
+    def job_processes(self, job_id: str) -> list[PidUtilization]:
+        self._check()
+        return self.pids.job_processes(job_id, self.now_us())
+
+    def remove_job(self, job_id: str) -> None:
+        self._check()
+        try:
+            self.pids.remove_job(job_id)
+        except DcgmError as err:
+            if err.code != -14:  # as the real adapter: an unknown job is ignored
+                raise
 
 
 # --- fake-NVML scenario → DCGM raw values ------------------------------------------------------
@@ -604,6 +648,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         # the difference, the pending ECC mode is the current one unless ecc.pending says otherwise.
         if "power.usage" in own:
             fields[157] = dcgm_raw(157, own["power.usage"])
+            fake.energy_power[(FE_GPU, gpu)] = int(own["power.usage"])
         if "bar1.total" in own and "bar1.used" in own:
             fields[93] = dcgm_raw(93, str(int(own["bar1.total"]) - int(own["bar1.used"])))
         if "ecc.mode" in own:
@@ -668,6 +713,7 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
         fields[67] = int64(mig_mode)
         fields[69] = int64(7 if mig_mode else 0)  # the fake NVML's nvmlDeviceGetMaxMigDeviceCount in MIG mode
         fake.add_gpu(gpu, fields, profiling)
+        fake.pids.processes[gpu] = from_keys(own)
         slots = sorted({int(k.split(".")[1]) for k in own if k.startswith("mig.") and k.split(".")[1].isdigit()})
         for slot in slots if mig_mode else ():
             mig = {k.split(".", 2)[2]: v for k, v in own.items() if k.startswith(f"mig.{slot}.")}

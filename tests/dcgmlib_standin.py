@@ -59,6 +59,7 @@ from gpu_exporter.backends.dcgm.values import (
 )
 from tests.dcgmfake import DOUBLE_FIELDS, FakeDcgm
 from tests.dcgmlib_groups import ST_NO_DATA, ST_NOT_CONFIGURED, FieldGroup, Group, GroupCalls
+from tests.dcgmlib_pids import PidLibraryCalls
 
 ST_OK = 0
 ST_VER_MISMATCH = -12
@@ -123,7 +124,7 @@ class CFunction:
         return self.body(*args)
 
 
-class StandInLibrary(GroupCalls):
+class StandInLibrary(PidLibraryCalls, GroupCalls):
     """libdcgm of one release over one :class:`FakeDcgm` engine."""
 
     def __init__(self, structs: ModuleType, agent_callback: Any, engine: FakeDcgm, release: Version) -> None:

@@ -27,7 +27,7 @@ from tests.dcgmlib_standin import StandInLibrary, install, release_of
 #: ``dcgm.gpuN.refused`` → the status dcgmGroupAddEntity refuses the GPU with (FakeDcgm.entity_status).
 REFUSALS = {"lost": -18, "unsupported": -22, "detached": -1}
 #: State a scenario describes; watches, connections and groups stay the engine's.
-HOST_STATE = ("entity_list", "values", "globals", "link_state", "p2p", "profiling_support")
+HOST_STATE = ("entity_list", "values", "globals", "link_state", "p2p", "profiling_support", "energy_power")
 
 
 def _per_gpu(keys: dict[str, str], prefix: str, suffix: str) -> dict[int, str]:
@@ -69,6 +69,7 @@ class ScenarioEngine:
             fresh = self._build(text)
             for name in HOST_STATE:
                 setattr(self.engine, name, getattr(fresh, name))
+            self.engine.pids.processes = fresh.pids.processes  # what runs; the pid cache stays the engine's
             keys = scenario_keys(text)
             self.lost_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "gpu", ".lost_after").items()}
             self.aged_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "dcgm.gpu", ".aged_after").items()}

@@ -42,6 +42,7 @@ ENGINE = {
     "release": "4.6.0",
     "lost": set(),  # GPU ids lost at run time
     "aged": {},  # entity -> µs its samples stopped at
+    "jobs": {},  # job id -> group id (no process runs on the stub's GPUs: every job lists none)
 }
 _BLANKS = {"i": 0x7FFFFFFFFFFFFFF0, "d": 140737488355328.0, "s": b"<<<NULL>>>"}
 _STATUS_WORDS = {"lost": 4, "unsupported": 2, "detached": 7}
@@ -320,3 +321,38 @@ def dcgmProfGetSupportedMetricGroups(handle, gpuId):
     groups.metricGroups[0].numFieldIds = 2
     groups.metricGroups[0].fieldIds[0], groups.metricGroups[0].fieldIds[1] = 1001, 1002
     return groups
+
+
+def dcgmWatchPidFields(dcgm_handle, groupId, updateFreq, maxKeepAge, maxKeepSamples):
+    _check(dcgm_handle)
+    ENGINE["groups"][_id(groupId)]  # an unknown group: KeyError, as the others here
+    return 0
+
+
+def dcgmJobStartStats(dcgm_handle, groupId, jobid):
+    _check(dcgm_handle)
+    if jobid in ENGINE["jobs"]:
+        raise s.DCGMError(-26)  # DCGM_ST_DUPLICATE_KEY
+    ENGINE["jobs"][jobid] = _id(groupId)
+    return 0
+
+
+class _JobInfo:
+    """The fields of c_dcgmJobInfo_v3 the adapter reads (the stub's structs do not define it)."""
+
+    numGpus = 0
+    gpus = ()
+
+
+def dcgmJobGetStats(dcgm_handle, jobid):
+    _check(dcgm_handle)
+    if jobid not in ENGINE["jobs"]:
+        raise s.DCGMError(-14)  # DCGM_ST_NO_DATA
+    return _JobInfo()
+
+
+def dcgmJobRemove(dcgm_handle, jobid):
+    _check(dcgm_handle)
+    if ENGINE["jobs"].pop(jobid, None) is None:
+        raise s.DCGMError(-14)
+    return 0

@@ -28,7 +28,7 @@ from gpu_exporter.compat.releases import (
 )
 from gpu_exporter.config import ConfigError
 from tests.dcgmfake import from_scenario
-from tests.harness import SCENARIOS, samples, value
+from tests.harness import SCENARIOS, energy_in_range, samples, value
 from tests.process.test_exporter_e2e import scenario_values
 
 SCENARIO = SCENARIOS / "h100x4.scn"
@@ -166,7 +166,10 @@ def test_4_9_names_in_their_units_against_the_scenario_and_the_4_8_names() -> No
     total = int(scenario["gpu0.memory.total"]) // MIB * MIB
     assert value(new, "DCGM_FI_DEV_FB_CAPACITY_BYTES", **gpu0) == total
     # a counter's sample: the client library's parser appends _total to the name
-    assert value(new, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL_total", **gpu0) == int(scenario["gpu0.energy"]) // 1000
+    # the fake's energy counter grows by the scenario's power from the engine's start, as the driver's
+    energy = value(new, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL_total", **gpu0)
+    assert energy_in_range(energy, int(scenario["gpu0.energy"]) // 1000, int(scenario["gpu0.power.usage"]) / 1000)
+    assert energy is not None and energy == int(energy)  # whole joules
     assert value(new, "DCGM_FI_DEV_GPU_TEMP_CELSIUS", **gpu0) == int(scenario["gpu0.temperature.gpu"])
     assert value(old, "DCGM_FI_DEV_SM_CLOCK", gpu="0", Hostname="gpu-node-7") == 1980
     for legacy, renamed, factor in UNIT_CHANGES:

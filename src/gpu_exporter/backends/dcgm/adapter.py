@@ -44,6 +44,7 @@ from gpu_exporter.backends.dcgm.loader import (
     library_file,
     library_problem,
 )
+from gpu_exporter.backends.dcgm.pidcalls import PidCalls
 from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES, DcgmAdapter, Refused
 from gpu_exporter.backends.dcgm.releases import KNOWN, NEWEST, Version, known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (
@@ -140,8 +141,9 @@ def _collect(group: int, entity: int, values: Any, count: int, user_data: Any) -
     return 0
 
 
-class PydcgmAdapter:
-    """:class:`DcgmAdapter` over the real bindings (``dcgm_agent`` calls, DCGM 3.3 to 4.6)."""
+class PydcgmAdapter(PidCalls):
+    """:class:`DcgmAdapter` over the real bindings (``dcgm_agent`` calls, DCGM 3.3 to 4.6); the
+    process calls are :class:`~gpu_exporter.backends.dcgm.pidcalls.PidCalls`'."""
 
     def __init__(self, structs: ModuleType, agent: ModuleType, source: str) -> None:
         self._structs = structs

@@ -53,6 +53,7 @@ from gpu_exporter.backends.dcgm.fields import is_profiling, link_fields, plain_f
 from gpu_exporter.backends.dcgm.fill import drop_stale, fetch, fill, port_samples
 from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.health import GpuHealth
+from gpu_exporter.backends.dcgm.processes import DcgmProcesses, wanted
 from gpu_exporter.backends.dcgm.profiling import PROFILING_RETRY_SECONDS
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_GPU_CI, ST_GPU_IS_LOST, FieldValue
 from gpu_exporter.backends.dcgm.watches import Watches
@@ -114,6 +115,9 @@ class DcgmBackend(Discovery):
         self._events: deque[Event] = deque(maxlen=100_000)
         self._events_ok = False
         self._logged: set[str] = set()  # one-time log lines already written
+        #: Processes per GPU (:mod:`.processes`): refreshed by the fabric worker, copied by GPU reads.
+        self._process_specs = wanted(self._specs)
+        self._processes = DcgmProcesses(interval, clock)
 
     # reads -----------------------------------------------------------------------------------
     def read(self, device: DeviceIdentity, request: Request) -> RawReading:
@@ -192,6 +196,10 @@ class DcgmBackend(Discovery):
                 device.index, device.uuid, mig.gpu_instance, mig.compute_instance, mig.profile, mig.uuid, mig.name
             )
             fill(reading, entity, latest.get((FE_GPU_CI, compute), {}), mig_specs, asks)
+        gpu_entity = model.gpu(device.index, device.uuid)
+        process_specs = [s for s in wanted(specs) if asks(gpu_entity.uid, s.key)]
+        if process_specs:
+            self._processes.fill(reading, gpu_entity, gpu, process_specs)
         return reading
 
     def read_fabric(self, request: Request) -> RawReading:
@@ -208,6 +216,10 @@ class DcgmBackend(Discovery):
                 watches = self._watches
                 watches.retry_profiling()
             self._fetch_xids(adapter, watches)
+            if self._process_specs:
+                topology = watches.topology
+                gpu_ids = sorted(set(topology.gpus.values()) - set(topology.refused))
+                self._processes.refresh(adapter, watches.group("pids"), gpu_ids, reading)
             specs = [spec for spec in request.specs if spec.dcgm is not None and spec.root == "fabric"]
             if specs:
                 keys, fields = switch_keys(watches.topology, specs)
@@ -258,6 +270,7 @@ class DcgmBackend(Discovery):
             watches = self._watches if self._connected else None
         if watches is not None:
             try:
+                self._processes.drop(self._adapter_now())
                 watches.drop()
             except DcgmError as err:  # the engine drops them on disconnect anyway (persistAfterDisconnect = 0)
                 log.debug("removing DCGM watches before disconnecting: %s", err)

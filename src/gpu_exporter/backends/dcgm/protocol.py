@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.values import Entity, FieldValue
 
 #: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
@@ -102,3 +103,21 @@ class DcgmAdapter(Protocol):
     def profiling_fields(self, gpu_id: int) -> frozenset[int]:
         """The profiling field ids GPU ``gpu_id`` supports (its metric groups). Raises
         :class:`DcgmModuleNotLoaded` when the engine runs without its profiling module."""
+
+    # processes (:mod:`.pidvalues` says what each value is) -------------------------------------
+    def watch_processes(self, name: str, gpu_ids: Sequence[int], update_us: int, keep_age_s: float) -> None:
+        """A group ``name`` of these GPUs with ``dcgmWatchPidFields`` on it, and a field group ``name``
+        of the pid lists and SM samples (fields 211, 220, 221) watched at ``update_us``."""
+
+    def process_samples(self, name: str, since_us: int) -> tuple[list[RunningProcess], dict[int, int], int]:
+        """``dcgmGetValuesSince_v2`` on ``name``: the pid list samples since ``since_us``, the SM
+        samples counted per GPU id, and the time to pass next."""
+
+    def start_job(self, name: str, job_id: str) -> None:
+        """``dcgmJobStartStats`` on group ``name`` (DCGM_ST_DUPLICATE_KEY for a job id in use)."""
+
+    def job_processes(self, job_id: str) -> list[PidUtilization]:
+        """``dcgmJobGetStats``: each GPU's pids seen since the job started, with DCGM's smUtil and memUtil."""
+
+    def remove_job(self, job_id: str) -> None:
+        """``dcgmJobRemove``; an unknown job id is ignored."""

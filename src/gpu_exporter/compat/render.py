@@ -24,7 +24,7 @@ from prometheus_client.samples import Sample
 
 from gpu_exporter.catalogue.fixed import BUILD_INFO
 from gpu_exporter.compat.devices import unmatched_ids
-from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
+from gpu_exporter.compat.fields import LINK_BANDWIDTHS, RATE_FIELDS
 from gpu_exporter.compat.health import HEALTH_STATUS
 from gpu_exporter.compat.plan import _CLOCK_TOTAL, _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
@@ -46,7 +46,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     unchecked = [True]
     clock_totals = any(item.field_id == _CLOCK_TOTAL for item in compat.items)
     bandwidth = any(
-        (item.field_id in BANDWIDTH_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
+        (item.field_id in RATE_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
         for item in compat.items
     )
 

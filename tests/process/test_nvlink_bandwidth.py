@@ -40,8 +40,8 @@ def _scrape(exporter: Exporter, after: float | None) -> tuple[float, dict[str, f
         if at is not None and (after is None or at > after):
             names = ("TOTAL", "L0", "L1")
             found = {name: value(parsed, f"DCGM_FI_DEV_NVLINK_BANDWIDTH_{name}", gpu="0") for name in names}
-            for name, field in (("BYTES", "THROUGHPUT_BYTES_PER_SECOND"), ("L0_BYTES", "THROUGHPUT_L0_BYTES_PER_SECOND")):
-                found[name] = value(parsed, f"DCGM_FI_DEV_NVLINK_{field}", gpu="0")
+            for name, link in (("BYTES", ""), ("L0_BYTES", "L0_")):
+                found[name] = value(parsed, f"DCGM_FI_DEV_NVLINK_THROUGHPUT_{link}BYTES_PER_SECOND", gpu="0")
             return at, found
         time.sleep(0.1)
     raise AssertionError("no new frame in 10 s")

@@ -407,8 +407,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "(171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not served, "
      "gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
-    (346, 346, "the SRAM error threshold flag (nvmlDeviceGetSramEccErrorStatus's bThresholdExceeded): not read "
-     "yet, while gpu_ecc_location_errors_total{location=sram} counts the SRAM errors themselves"),
     (347, 363, "DCGM diagnostic results, which NVML does not run"),
     (450, 450, "DCGM never stores a value in it: its event thread subscribes to Xid and MIG events only (NVML "
      "has no NVLink error event), so dcgm-exporter finds it blank"),
@@ -420,7 +418,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),
     (1000, 1099, "profiling (DCP) metrics not listed as served: neither DCGM's profiling rows nor NVML's GPM "
-     "(C2C, cache hit rates and cycle counters are not read yet)"),
+     "(cache hit rates and cycle counters are not read yet)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "

@@ -1,7 +1,9 @@
 """DCGM_FI_DEV_SRAM_EXCEEDED and the C2C byte rates (DCGM_FI_PROF_C2C_*) in dcgm-exporter mode, on both
 backends where the GPU can say them: NVML's nvmlDeviceGetSramEccErrorStatus (bThresholdExceeded) and GPM's
 C2C metrics (MiB/s), DCGM's fields 346 and 1076-1079 (the same reads, the rates × 2^20 as INT64). A GPU
-that cannot answer (no key in the scenario: NOT_SUPPORTED) has no series; values are the scenario's."""
+that cannot answer (no key in the scenario: NOT_SUPPORTED) has no series; values are the scenario's. Under
+4.9's profile GPU 0's profiling support decides, so GPU 0's C2C is served though its neighbours have none;
+4.10 collects only the profiling fields every GPU has (the last test)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from gpu_exporter.backends.nvml import NvmlBackend
 from gpu_exporter.catalogue import DEFAULT_COLLECTORS, enabled_specs
 from gpu_exporter.compat.counters import parse
 from gpu_exporter.compat.plan import needed_collectors, plan
-from tests.dcgmfake import from_scenario
+from tests.dcgmfake import double as double_value
+from tests.dcgmfake import from_scenario, int64
 from tests.harness import SCENARIOS, samples, value
 from tests.unit.nvml_doubles import DOUBLES, Load, nvml_double
 
@@ -50,7 +53,7 @@ def _check(text: str, c2c_scale: float) -> None:
 def test_on_dcgm_fields_346_and_1076_to_1079() -> None:
     rows = parse(CSV, "test counters")
     specs = enabled_specs(DEFAULT_COLLECTORS | needed_collectors(rows, "dcgm"))
-    compat = plan(rows, specs, "dcgm", True, "gpu-node-7", "hostname", release="4.10")
+    compat = plan(rows, specs, "dcgm", True, "gpu-node-7", "hostname", release="4.9")
     fake = from_scenario((SCENARIOS / "h100x4.scn").read_text() + EXTRA, profiling=frozenset(range(1076, 1080)))
     sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "t", compat=compat)
     try:
@@ -72,7 +75,7 @@ def test_on_nvml_sram_status_and_gpm_c2c(double: Load, tmp_path: Path) -> None:
     double(scenario)
     rows = parse(CSV, "test counters")
     specs = enabled_specs(DEFAULT_COLLECTORS | needed_collectors(rows, "nvml"))
-    compat = plan(rows, specs, "nvml", True, "gpu-node-7", "hostname", release="4.10")
+    compat = plan(rows, specs, "nvml", True, "gpu-node-7", "hostname", release="4.9")
     sampler = bare_sampler(NvmlBackend(), specs, 3600.0, "t", compat=compat)
     try:
         sampler.run_cycle()  # GPM: a rate needs two samples
@@ -80,3 +83,37 @@ def test_on_nvml_sram_status_and_gpm_c2c(double: Load, tmp_path: Path) -> None:
     finally:
         sampler.stop()
     _check(text, MIB)
+
+
+PROFILING_CSV = "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, engine.\nDCGM_FI_PROF_PCIE_TX_BYTES, gauge, pcie tx.\n"
+
+
+def _mixed(release: str, lacking_gpu: int) -> dict[str, set[str]]:
+    """Which GPUs serve each profiling row on a node where GPU ``lacking_gpu`` has no PCIe profiling (1009)."""
+    rows = parse(PROFILING_CSV, "test counters")
+    specs = enabled_specs(DEFAULT_COLLECTORS | needed_collectors(rows, "dcgm"))
+    compat = plan(rows, specs, "dcgm", True, "gpu-node-7", "hostname", release=release)
+    fake = from_scenario((SCENARIOS / "h100x4.scn").read_text(), profiling=frozenset(range(1001, 1013)))
+    fake.profiling_support[lacking_gpu] = frozenset(range(1001, 1009))  # an older model beside the others
+    for gpu in fake.profiling_support:
+        fake.values[(1, gpu)].update({1001: double_value(0.5), 1009: int64(1000)})
+    sampler = bare_sampler(DcgmBackend(lambda: fake, specs, 3600.0), specs, 3600.0, "t", compat=compat)
+    try:
+        sampler.run_cycle()  # the first read tells which GPU lacks what
+        parsed = samples(sampler.run_cycle().rendered.text.decode())
+    finally:
+        sampler.stop()
+    return {name: {dict(labels)["gpu"] for labels in parsed.get(name, {})} for name in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "DCGM_FI_PROF_PCIE_TX_BYTES")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("release", "lacking_gpu", "pcie"),
+    [("4.9", 2, {"0", "1", "3"}), ("4.9", 0, set()), ("4.10", 2, set()), ("4.10", 0, set())],
+)
+def test_mixed_model_node_profiling_rule_per_release(release: str, lacking_gpu: int, pcie: set[str]) -> None:
+    """Up to 4.9 GPU 0's profiling support decides which fields are collected (a GPU lacking one has no
+    series); 4.10 collects the fields common to all selected GPUs."""
+    served = _mixed(release, lacking_gpu)
+    assert served["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == {"0", "1", "2", "3"}
+    assert served["DCGM_FI_PROF_PCIE_TX_BYTES"] == pcie

@@ -84,14 +84,18 @@ def _profiling_collected(item: _Item, compat: CompatPlan, frame: Frame) -> bool:
     (:attr:`.releases.Release.profiling_gpus`): up to 4.9 GPU 0's support, so a field GPU 0 lacks is served
     by no GPU; from 4.10 every selected GPU's, so a field one of them lacks is served by none. A GPU lacks
     a field once its backend said so (the unsupported memo); a GPU that lacks it where the field is
-    collected simply has no series, as dcgm-exporter's DCGM leaves it blank."""
+    collected simply has no series, as dcgm-exporter's DCGM leaves it blank. The memo names families, so a
+    GPU lacks the row when its family is among those it lacks and the row itself has no value."""
     spec = item.spec
     if spec is None or spec.collector != "profiling" or compat.release not in BY_NAME:
         return True
     selected = [device for device in frame.devices if device.up and any(monitored(device, compat.options.devices))]
     if BY_NAME[compat.release].profiling_gpus == "first":
         selected = sorted(selected, key=lambda device: device.identity.index)[:1]
-    return not any(spec.name in {name.split(" (")[0] for name in device.unsupported} for device in selected)
+    return not any(
+        spec.name in {name.split(" (")[0] for name in device.unsupported} and spec.key not in device.values
+        for device in selected
+    )
 
 
 def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:

@@ -534,6 +534,7 @@ SCENARIO_FIELDS.update(
     }
 )  # fmt: skip
 SCENARIO_FIELDS.update({"inforom.checksum": 83, "inforom.valid": 84})  # DCGM: 1 valid, 0 corrupted
+SCENARIO_FIELDS["ecc.sram.threshold_exceeded"] = 346  # DCGM: nvmlDeviceGetSramEccErrorStatus's bThresholdExceeded
 SCENARIO_FIELDS["memory.unrepairable"] = 1507  # DCGM_FI_DEV_MEMORY_UNREPAIRABLE_FLAG: 0/1
 # The row remapper histogram: banks by spare rows left (DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_*).
 SCENARIO_FIELDS.update(
@@ -706,6 +707,10 @@ def from_scenario(text: str, profiling: frozenset[int] = frozenset()) -> FakeDcg
             ):
                 if f"nvlink.{link}.{scenario_key}" in own:
                     fields[NVLINK_FIELDS[kind][link]] = int64(int(own[f"nvlink.{link}.{scenario_key}"]))
+        # 1076-1079: DCGM's cache manager stores GPM's C2C rates (MiB/s) × 2^20 as INT64 bytes/s
+        for number, metric in ((1076, "total_tx"), (1077, "data_tx"), (1078, "total_rx"), (1079, "data_rx")):
+            if f"gpm.c2c_{metric}_per_sec" in own:
+                fields[number] = int64(int(float(own[f"gpm.c2c_{metric}_per_sec"]) * 1024 * 1024))
         ecc = [int(v) for k, v in own.items() if k.startswith("nvlink.") and k.endswith(".ecc_errors")]
         if ecc:  # DCGM 1220: NVML's NVLink data ECC total over the links (field 160)
             fields[1220] = int64(sum(ecc))

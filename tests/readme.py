@@ -135,6 +135,7 @@ def dcgm_exporter_field_list() -> str:
     from gpu_exporter.compat.fields import (
         BANDWIDTH_FIELDS,
         BANDWIDTH_SOURCE,
+        BYTES_PER_SECOND_FIELDS,
         COMPOSED,
         DOUBLE_IDS,
         ENCODED_FIELDS,
@@ -171,6 +172,10 @@ def dcgm_exporter_field_list() -> str:
     for number, link in BANDWIDTH_FIELDS.items():
         over = "every link" if link is None else f"link {link}"
         served.setdefault(number, (names[number], f"{BANDWIDTH_SOURCE}, {over}", "NVML"))
+    for number, link in BYTES_PER_SECOND_FIELDS.items():  # DCGM 4.7: the same KiB/s rate × 1024
+        over = "every link" if link is None else f"link {link}"
+        bytes_source = BANDWIDTH_SOURCE.replace("÷ 1000", "× 1024")
+        served.setdefault(number, (names[number], f"{bytes_source}, {over}", "NVML"))
     for number, source in HOST_SOURCES.items():
         served.setdefault(number, (names[number], source, "NVML/DCGM"))
     for number, source in IDENTITY_SOURCES.items():

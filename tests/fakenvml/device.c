@@ -729,6 +729,31 @@ nvmlReturn_t DECLDIR nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMe
                : NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* SRAM ECC status (Ampere and later; root only on a real driver: play NO_PERMISSION with
+ * gpuN.error.nvmlDeviceGetSramEccErrorStatus): ecc.sram.threshold_exceeded is bThresholdExceeded
+ * (0 or 1), the error counts come from ecc.aggregate.uncorrected.sram and the volatile and corrected
+ * SRAM keys where given (0 otherwise); absent key: NOT_SUPPORTED. */
+nvmlReturn_t DECLDIR nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nvmlEccSramErrorStatus_t *status)
+{
+    DEVICE_PROLOGUE(device, 0);
+    REQUIRE(status != NULL);
+    if (status->version != nvmlEccSramErrorStatus_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned exceeded;
+    if (fake_uint(&c, &exceeded, "ecc.sram.threshold_exceeded") != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long count = 0;
+    status->aggregateUncSecDed = fake_dev_u64(&c, &count, "ecc.aggregate.uncorrected.sram") ? count : 0;
+    count = 0;
+    status->volatileUncSecDed = fake_dev_u64(&c, &count, "ecc.volatile.uncorrected.sram") ? count : 0;
+    count = 0;
+    status->aggregateCor = fake_dev_u64(&c, &count, "ecc.aggregate.corrected.sram") ? count : 0;
+    count = 0;
+    status->volatileCor = fake_dev_u64(&c, &count, "ecc.volatile.corrected.sram") ? count : 0;
+    status->bThresholdExceeded = exceeded ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
 /* Row remapper histogram: banks by spare rows left; all five row_remapper.* keys or NOT_SUPPORTED. */
 nvmlReturn_t DECLDIR nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *values)
 {

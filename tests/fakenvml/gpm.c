@@ -101,6 +101,10 @@ static const char *const g_names[] = {
     [NVML_GPM_METRIC_PCIE_RX_PER_SEC] = "pcie_rx_per_sec",
     [NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC] = "nvlink_total_rx_per_sec",
     [NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC] = "nvlink_total_tx_per_sec",
+    [NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC] = "c2c_total_tx_per_sec",
+    [NVML_GPM_METRIC_C2C_TOTAL_RX_PER_SEC] = "c2c_total_rx_per_sec",
+    [NVML_GPM_METRIC_C2C_DATA_TX_PER_SEC] = "c2c_data_tx_per_sec",
+    [NVML_GPM_METRIC_C2C_DATA_RX_PER_SEC] = "c2c_data_rx_per_sec",
 };
 
 /* The scenario name of metric id (see SCENARIO.md), or false for an id the fake does not model. */

@@ -18,6 +18,8 @@ CSV = """\
 DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, gauge, NVLink bandwidth over all links.
 DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, gauge, NVLink bandwidth of link 0.
 DCGM_FI_DEV_NVLINK_BANDWIDTH_L1, gauge, NVLink bandwidth of link 1.
+DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND, gauge, NVLink throughput over all links (bytes/s).
+DCGM_FI_DEV_NVLINK_THROUGHPUT_L0_BYTES_PER_SECOND, gauge, NVLink throughput of link 0 (bytes/s).
 """
 
 
@@ -37,7 +39,10 @@ def _scrape(exporter: Exporter, after: float | None) -> tuple[float, dict[str, f
         at = value(parsed, "gpu_exporter_last_sample_timestamp_seconds")
         if at is not None and (after is None or at > after):
             names = ("TOTAL", "L0", "L1")
-            return at, {name: value(parsed, f"DCGM_FI_DEV_NVLINK_BANDWIDTH_{name}", gpu="0") for name in names}
+            found = {name: value(parsed, f"DCGM_FI_DEV_NVLINK_BANDWIDTH_{name}", gpu="0") for name in names}
+            for name, link in (("BYTES", ""), ("L0_BYTES", "L0_")):
+                found[name] = value(parsed, f"DCGM_FI_DEV_NVLINK_THROUGHPUT_{link}BYTES_PER_SECOND", gpu="0")
+            return at, found
         time.sleep(0.1)
     raise AssertionError("no new frame in 10 s")
 
@@ -55,7 +60,7 @@ def test_bandwidth_is_dcgms_rate_between_two_samples(fakenvml_dir: Path, tmp_pat
         text = exporter.metrics()
     finally:
         exporter.stop()
-    assert first == {"TOTAL": 0.0, "L0": 0.0, "L1": 0.0}, first  # DCGM: 0 at the first sample
+    assert first == {"TOTAL": 0.0, "L0": 0.0, "L1": 0.0, "BYTES": 0.0, "L0_BYTES": 0.0}, first  # DCGM: 0 at first
     seconds = second_at - first_at
     per_step = 3 * STEP  # KiB of TX + RX per step of the cycle
     got = second["L0"]
@@ -66,6 +71,12 @@ def test_bandwidth_is_dcgms_rate_between_two_samples(fakenvml_dir: Path, tmp_pat
     assert abs(got - want) <= 1, (got, want, seconds)  # the timestamp is taken a moment after the frame's time
     assert second["L1"] == 0.0  # link 1's counters do not move
     assert second["TOTAL"] == got + second["L1"]
+    # DCGM 4.7's bytes-per-second twins (4.9's name for the total): the same KiB/s rate × 1024, truncated
+    in_bytes = second["BYTES"]
+    assert in_bytes is not None and in_bytes == second["L0_BYTES"]
+    want_bytes = math.trunc(steps * per_step / seconds * 1024)
+    assert abs(in_bytes - want_bytes) <= 1024 * 1000, (in_bytes, want_bytes)  # as MB/s's ±1 above
+    assert abs(in_bytes / 1024 / 1000 - got) < 1  # MB/s is KiB/s ÷ 1000, bytes/s KiB/s × 1024, both truncated
     assert 'DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{gpu="1",' in text  # every GPU with NVLink counters
 
 

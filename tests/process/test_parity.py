@@ -263,8 +263,13 @@ def test_every_served_field_is_byte_identical_in_dcgm_exporter_mode(
 PROFILING_LEVELS = {
     1001: "graphics_util", 1002: "sm_util", 1003: "sm_occupancy", 1004: "any_tensor_util", 1005: "dram_bw_util",
     1006: "fp64_util", 1007: "fp32_util", 1008: "fp16_util", 1009: "pcie_tx_per_sec", 1010: "pcie_rx_per_sec",
-    1011: "nvlink_total_tx_per_sec", 1012: "nvlink_total_rx_per_sec",
+    1011: "nvlink_total_tx_per_sec", 1012: "nvlink_total_rx_per_sec", 1076: "c2c_total_tx_per_sec",
+    1077: "c2c_data_tx_per_sec", 1078: "c2c_total_rx_per_sec", 1079: "c2c_data_rx_per_sec",
 }  # fmt: skip
+#: GPU 0's C2C traffic (MiB/s): h100x4's GPU 0 has a C2C link.
+C2C_LEVELS = "gpu0.gpm.c2c_total_tx_per_sec = 300\ngpu0.gpm.c2c_data_tx_per_sec = 250\n" + (
+    "gpu0.gpm.c2c_total_rx_per_sec = 200\ngpu0.gpm.c2c_data_rx_per_sec = 150\n"
+)
 
 
 def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_path: Path) -> None:
@@ -272,7 +277,7 @@ def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_p
     those levels as DCGM stores them: ratios as doubles, bytes/s as INT64): the same families and values."""
     from tests.dcgmfake import FE_GPU, double, int64
 
-    text = whole_mib((SCENARIOS / "h100x4.scn").read_text())
+    text = whole_mib((SCENARIOS / "h100x4.scn").read_text()) + C2C_LEVELS
     path = tmp_path / "h100x4.scn"
     path.write_text(text)
     exporter = start(fakenvml_dir, path, tmp_path, "--backend", "nvml", "--metrics.detail=full", "-c", "300")
@@ -301,6 +306,6 @@ def test_profiling_families_match_between_gpm_and_dcgm(fakenvml_dir: Path, tmp_p
     finally:
         sampler.stop()
     both = sorted({spec.name for spec in METRICS if spec.collector == "profiling" and spec.dcgm and spec.nvml})
-    assert len(both) == 12 and gpm == [0]
+    assert len(both) == 16 and gpm == [0]
     for name in both:
         assert name in nvml and dcgm.get(name) == nvml[name], f"{name}: DCGM {dcgm.get(name)} != NVML {nvml[name]}"

@@ -1,6 +1,6 @@
 """DCGM 4.7 and 4.8 engines in the doubles: DCGM 4.7.1's refusal between a 4.7.1 libdcgm and an earlier
-host engine (or the reverse), reported as what it is with the fix, and engines of 4.7/4.8 serving as 4.6
-does (their field additions are not in a source read here: they are taken to know 4.6's ids)."""
+host engine (or the reverse), reported as what it is with the fix, and the ids engines of 4.6.1 to 4.8
+know (4.6.1 adds the base-unit fields 1600-1612, 4.7.0 1613-1650; 4.8.0 lists no new id)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ def test_same_release_or_no_4_7_1_side_serves(library: str, engine: str) -> None
     assert gpus == 2 and mode
 
 
-def test_4_7_and_4_8_engines_know_what_4_6_knows() -> None:
-    newest = KNOWN[max(KNOWN)]
-    assert known_ids((4, 7, 1)) == known_ids((4, 8, 0)) == newest
+def test_4_6_1_4_7_and_4_8_engines_know_their_base_unit_fields() -> None:
+    assert known_ids((4, 7, 1)) == known_ids((4, 8, 0)) == KNOWN[(4, 7, 0)] == KNOWN[max(KNOWN)]
+    assert known_ids((4, 6, 1)) - known_ids((4, 6, 0)) == frozenset(range(1600, 1613))
+    assert known_ids((4, 7, 0)) - known_ids((4, 6, 1)) == frozenset(range(1613, 1651))
+    # DCGM 4.7's ids of dcgm-exporter 4.9's names: the GPU utilisation ratio, framebuffer bytes, NVLink bytes/s
+    assert {1613, 1625, 1648} <= known_ids((4, 7, 0)) and not {1613, 1625, 1648} & known_ids((4, 6, 1))

@@ -59,7 +59,7 @@ from tests.dcgmfake import (
 from tests.harness import Labels, samples, value
 
 ALL = frozenset(DEFAULT_COLLECTORS | {"profiling"})
-PROFILING_FIELDS = frozenset(range(1001, 1013))
+PROFILING_FIELDS = frozenset({*range(1001, 1013), *range(1076, 1080)})  # a Grace Hopper: C2C too
 PROFILING_NAMES = frozenset(spec.name for spec in METRICS if spec.collector == "profiling")
 Parsed = dict[str, dict[Labels, float]]
 

@@ -128,9 +128,10 @@ def test_each_shipped_list_is_4_8_renamed_with_the_release_notes_changes() -> No
     nine = [row.field for row in parse(BY_NAME["4.9"].defaults, "4.9")]
     renamed = {old_name: new for old_name, new, _unit, _help in RENAMES_4_9}
     assert nine == [renamed.get(name, name) for name in old] + ["DCGM_FI_DEV_FB_CAPACITY_BYTES"]
-    # "Eleven of them also change unit": ten here; the eleventh, NVLink throughput in bytes/s, has a DCGM 4.7
-    # name no source read here gives, so 4.9's list keeps field 449 under DCGM 4.6's name, in its unit
-    assert sum(1 for _old, _new, unit, _help in RENAMES_4_9 if unit) == 10
+    # "Rename the 23 default and profiling-preset fields ... Eleven of them also change unit" (the driver-version
+    # label row among the 23); the eleventh is NVLink throughput, 449 in MB/s → 1648 in bytes/s
+    assert len(RENAMES_4_9) == 23 and sum(1 for _old, _new, unit, _help in RENAMES_4_9 if unit) == 11
+    assert "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND" in nine
     ten = [row.field for row in parse(BY_NAME["4.10"].defaults, "4.10")]
     assert "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND" in ten and "DCGM_FI_PROF_PCIE_TX_BYTES" not in ten
     assert {row.field for row in parse(BY_NAME["4.10"].defaults, "4.10")} - set(nine) == {
@@ -144,7 +145,7 @@ UNIT_CHANGES = [
     ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK_HERTZ", Fraction(10**6)),
     ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", Fraction(10**6)),
     ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO", Fraction(1, 100)),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL_RATIO", Fraction(1, 100)),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_MEMORY_UTIL_RATIO", Fraction(1, 100)),
     ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_USED_BYTES", Fraction(MIB)),
     ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_FREE_BYTES", Fraction(MIB)),
     ("DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_RESERVED_BYTES", Fraction(MIB)),

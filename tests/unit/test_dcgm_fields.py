@@ -6,7 +6,6 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import METRICS
 from gpu_exporter.compat.field_names import FIELD_IDS
 from gpu_exporter.compat.fields import (
-    BANDWIDTH_FIELDS,
     COMPOSED,
     DOUBLE_IDS,
     ENCODED_FIELDS,
@@ -17,6 +16,7 @@ from gpu_exporter.compat.fields import (
     LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
     NOT_SERVED,
+    RATE_FIELDS,
     fb_used_ratio,
     not_served_reason,
 )
@@ -30,7 +30,7 @@ def _served() -> set[int]:
     return (
         {FIELD_IDS[spec.compat_name] for spec in METRICS if spec.compat_name}
         | set(COMPOSED)
-        | set(BANDWIDTH_FIELDS)
+        | set(RATE_FIELDS)
         | set(LABEL_FIELDS)
         | set(IDENTITY_VALUES)
         | set(HOST_VALUES)

@@ -110,6 +110,13 @@ ROWS: tuple[MetricSpec, ...] = (
         every=STATIC,
         detail=FULL,
     ),
+    # DCGM 346 reads the same call (DcgmCacheManager: bThresholdExceeded of nvmlDeviceGetSramEccErrorStatus)
+    _gauge(
+        "gpu_ecc_sram_threshold_exceeded", "",
+        "1 when the GPU's SRAM ECC errors have passed the error threshold of its field diagnostics", "ecc",
+        NvmlSource("nvmlDeviceGetSramEccErrorStatus", "threshold_exceeded"), DcgmSource(346),
+        "DCGM_FI_DEV_SRAM_EXCEEDED", maximum=1, detail=FULL,
+    ),
     *(
         _counter(
             "gpu_ecc_errors_total", "",

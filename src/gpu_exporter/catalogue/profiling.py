@@ -121,6 +121,23 @@ ROWS: tuple[MetricSpec, ...] = (
         _gpm("nvlink_total_rx_per_sec", MIB), DcgmSource(1012), "DCGM_FI_PROF_NVLINK_RX_BYTES", maximum=1e13,
         detail=FULL,
     ),
+    # C2C, the GPU's chip-to-chip link to its Grace CPU (Grace Hopper and later): DCGM 1076-1079 are GPM's
+    # NVML_GPM_METRIC_C2C_{TOTAL,DATA}_{TX,RX}_PER_SEC × 2^20 (DcgmCacheManager: "PCIe, NVLink, and C2C
+    # throughput fields are returned in MiB/s by NVML"), the GPU's own; absent on a GPU without C2C.
+    *(
+        _gauge(
+            f"gpu_c2c_{way}_{'' if what == 'total' else 'data_'}bytes_per_second", "bytes_per_second",
+            f"C2C (chip-to-chip link to the CPU) traffic {verb} the GPU"
+            + (", protocol headers included" if what == "total" else ", payload only"), "profiling",
+            _gpm(f"c2c_{what}_{tx}_per_sec", MIB), DcgmSource(field_id), compat, detail=FULL,
+        )
+        for way, verb, tx, what, field_id, compat in (
+            ("transmit", "sent by", "tx", "total", 1076, "DCGM_FI_PROF_C2C_TX_ALL_BYTES"),
+            ("transmit", "sent by", "tx", "data", 1077, "DCGM_FI_PROF_C2C_TX_DATA_BYTES"),
+            ("receive", "received by", "rx", "total", 1078, "DCGM_FI_PROF_C2C_RX_ALL_BYTES"),
+            ("receive", "received by", "rx", "data", 1079, "DCGM_FI_PROF_C2C_RX_DATA_BYTES"),
+        )
+    ),
     # GPM-only rows (NVML backend): what DCGM offers as fields 1013-1034 but the DCGM backend does not watch yet.
     _gauge(
         "gpu_tensor_hmma_pipe_active_ratio", "ratio",

@@ -747,21 +747,27 @@ EXPORTER_FIELDS: dict[str, int] = {
     "DCGM_EXP_CLOCK_EVENTS_TOTAL": 9006,
 }
 
-#: DCGM 4.7's base-unit names that dcgm-exporter 4.9 serves in place of legacy fields (its release notes:
-#: "utilization from a percentage to a 0 to 1 ratio, GPU memory from MiB to bytes"; "Collect
-#: DCGM_FI_DEV_FB_CAPACITY_BYTES (total GPU memory in bytes) by default"). DCGM 4.6's bindings still
-#: give DCGM_FI_DEV_GPU_UTIL_RATIO field 203's id (a percent); the ids DCGM 4.7 gives these names are
-#: not in a source read here, so they carry gpu-exporter's own ids (9101-9108), never sent to DCGM: each
-#: is served from its legacy field's catalogue row in that row's base unit (:mod:`.fields`).
+#: DCGM 4.7's base-unit fields that dcgm-exporter 4.9 serves in place of legacy fields (its release notes:
+#: "utilization from a percentage to a 0 to 1 ratio, GPU memory from MiB to bytes, and NVLink throughput
+#: from MB/s to bytes per second"; "Collect DCGM_FI_DEV_FB_CAPACITY_BYTES (total GPU memory in bytes) by
+#: default"), with DCGM 4.7's ids. NVIDIA's sources for DCGM 4.7 (its dcgm_fields.h, go-dcgm v1.4712) are
+#: not reachable here, and its "Field Identifiers" page only to its opening; the names and ids are those
+#: of that page as a third-party guide quotes it field by field (github.com/jackliusr/research,
+#: nvidia_dcgm_guide.md §4.2, read 19 Sep 2026 against DCGM 4.7.0's documentation): the ratios 1613-1616
+#: are doubles (DCGM 4.7 gives DCGM_FI_DEV_GPU_UTIL back to 203, the percent, which DCGM 4.6 had spelled
+#: DCGM_FI_DEV_GPU_UTIL_RATIO), the bytes 1625-1628 and 1630-1648 INT64. Each is served from its legacy
+#: field's reading in the base unit (:mod:`.fields`).
 BASE_UNIT_NAMES: dict[str, int] = {
-    "DCGM_FI_DEV_GPU_UTIL_RATIO": 9101,  # 203 DCGM_FI_DEV_GPU_UTIL, % → 0-1
-    "DCGM_FI_DEV_MEM_COPY_UTIL_RATIO": 9102,  # 204, % → 0-1
-    "DCGM_FI_DEV_ENC_UTIL_RATIO": 9103,  # 206, % → 0-1
-    "DCGM_FI_DEV_DEC_UTIL_RATIO": 9104,  # 207, % → 0-1
-    "DCGM_FI_DEV_FB_CAPACITY_BYTES": 9105,  # 250 DCGM_FI_DEV_FB_TOTAL, MiB → bytes
-    "DCGM_FI_DEV_FB_FREE_BYTES": 9106,  # 251, MiB → bytes
-    "DCGM_FI_DEV_FB_USED_BYTES": 9107,  # 252, MiB → bytes
-    "DCGM_FI_DEV_FB_RESERVED_BYTES": 9108,  # 253, MiB → bytes
+    "DCGM_FI_DEV_GPU_UTIL_RATIO": 1613,  # 203 DCGM_FI_DEV_GPU_UTIL, % → 0-1
+    "DCGM_FI_DEV_MEMORY_UTIL_RATIO": 1614,  # 204 DCGM_FI_DEV_MEM_COPY_UTIL, % → 0-1
+    "DCGM_FI_DEV_ENC_UTIL_RATIO": 1615,  # 206, % → 0-1
+    "DCGM_FI_DEV_DEC_UTIL_RATIO": 1616,  # 207, % → 0-1
+    "DCGM_FI_DEV_FB_CAPACITY_BYTES": 1625,  # 250 DCGM_FI_DEV_FB_TOTAL, MiB → bytes
+    "DCGM_FI_DEV_FB_FREE_BYTES": 1626,  # 251, MiB → bytes
+    "DCGM_FI_DEV_FB_USED_BYTES": 1627,  # 252, MiB → bytes
+    "DCGM_FI_DEV_FB_RESERVED_BYTES": 1628,  # 253, MiB → bytes
+    **{f"DCGM_FI_DEV_NVLINK_THROUGHPUT_L{link}_BYTES_PER_SECOND": 1630 + link for link in range(18)},
+    "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND": 1648,  # 449 DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, MB/s → bytes/s
 }
 
 

@@ -39,7 +39,7 @@ from gpu_exporter.model import Entity
 #: 2^20; clocks in whole MHz; power smoothing's hysteresis in whole ms).
 DOUBLE_IDS = frozenset(
     {155, 157, 160, 161, 162, 163, 164, 254, *range(1001, 1009), *range(1013, 1035), *range(1428, 1433), 1434, 1435,
-     1436, 1439, 1440, 1441, 1612, 1216, 1218, *range(9101, 9105)}
+     1436, 1439, 1440, 1441, 1612, 1216, 1218, *range(1613, 1617)}
 )  # fmt: skip
 #: NVLink error type → DCGM's GPU-wide total field (the sum over every link).
 NVLINK_TOTAL_FIELDS: dict[str, int] = {"crc_flit": 409, "crc_data": 419, "replay": 429, "recovery": 439}
@@ -120,27 +120,27 @@ def _composed() -> dict[int, Composed]:
     for number, (key, truncate) in enumerate(BASE_UNIT_TWINS, start=1600):
         how = f"`{key}`" + (", fraction dropped" if truncate else "")
         out[number] = Composed(((key, 1),), how, whole=number not in DOUBLE_IDS, truncate=truncate)
-    # DCGM 4.7's base-unit names (gpu-exporter's ids 9101-9108, :data:`.field_names.BASE_UNIT_NAMES`): the
-    # legacy field's catalogue row in its own unit, a 0-1 ratio as a double, bytes whole.
+    # DCGM 4.7's base-unit fields 1613-1616, 1625-1628 (:data:`.field_names.BASE_UNIT_NAMES`): the legacy
+    # field's catalogue row in its own unit, a 0-1 ratio as a double, bytes whole (INT64).
     for number, key in BASE_UNIT_NAMED.items():
         out[number] = Composed(((key, 1),), f"`{key}` (DCGM 4.7 name)", whole=number not in DOUBLE_IDS)
     return out
 
 
-#: gpu-exporter's ids of DCGM 4.7's base-unit names → the catalogue row each is read from (9101-9104, the
-#: ratios, are doubles in :data:`DOUBLE_IDS`; the byte counts whole).
+#: DCGM 4.7's base-unit fields → the catalogue row each is read from (1613-1616, the ratios, are doubles in
+#: :data:`DOUBLE_IDS`, DCGM_FT_DOUBLE; the byte counts 1625-1628 whole, DCGM_FT_INT64).
 BASE_UNIT_NAMED: dict[int, str] = {
-    9101: keys.UTILIZATION,
-    9102: keys.MEMORY_COPY_UTILIZATION,
-    9103: keys.ENCODER_UTILIZATION,
-    9104: keys.DECODER_UTILIZATION,
-    9105: keys.MEMORY_TOTAL,
-    9106: keys.MEMORY_FREE,
-    9107: keys.MEMORY_USED,
-    9108: keys.MEMORY_RESERVED,
+    1613: keys.UTILIZATION,
+    1614: keys.MEMORY_COPY_UTILIZATION,
+    1615: keys.ENCODER_UTILIZATION,
+    1616: keys.DECODER_UTILIZATION,
+    1625: keys.MEMORY_TOTAL,
+    1626: keys.MEMORY_FREE,
+    1627: keys.MEMORY_USED,
+    1628: keys.MEMORY_RESERVED,
 }
 #: Base-unit names of framebuffer fields: a GPU instance's own memory, as the legacy framebuffer fields.
-INSTANCE_OWN = frozenset({9105, 9106, 9107, 9108})
+INSTANCE_OWN = frozenset({1625, 1626, 1627, 1628})
 
 
 #: DCGM 1600-1612 in id order: the catalogue row each is read from, and whether its fraction is dropped.
@@ -271,6 +271,15 @@ BANDWIDTH_LINKS: tuple[int, ...] = (*range(440, 446), *range(475, 481), *range(4
 #: Bandwidth field id → its link (None: every link).
 BANDWIDTH_FIELDS: dict[int, int | None] = {BANDWIDTH_TOTAL: None}
 BANDWIDTH_FIELDS.update({n: link for link, n in enumerate(BANDWIDTH_LINKS)})
+#: DCGM 4.7's NVLink throughput in bytes per second: 1648 (DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND, every
+#: link), 1630 + n (DCGM_FI_DEV_NVLINK_THROUGHPUT_L<n>_BYTES_PER_SECOND, link n); INT64, the same KiB/s rate
+#: as 449 and its per-link fields but × 1024 where those are ÷ 1000 (NVIDIA's Field Identifiers page for
+#: DCGM 4.7.0, as a third-party guide quotes it: jackliusr/research, nvidia_dcgm_guide, §4.2).
+BYTES_PER_SECOND_TOTAL = 1648
+BYTES_PER_SECOND_FIELDS: dict[int, int | None] = {BYTES_PER_SECOND_TOTAL: None}
+BYTES_PER_SECOND_FIELDS.update({1630 + link: link for link in range(18)})
+#: Every field :class:`NvlinkBandwidth` computes (MB/s and bytes/s), field id → its link (None: every link).
+RATE_FIELDS: dict[int, int | None] = {**BANDWIDTH_FIELDS, **BYTES_PER_SECOND_FIELDS}
 BANDWIDTH_KEYS = (keys.NVLINK_TRANSMIT_BYTES, keys.NVLINK_RECEIVE_BYTES)
 BANDWIDTH_SOURCE = (
     "Δ(RX + TX KiB of `gpu_nvlink_receive_bytes_total`, `gpu_nvlink_transmit_bytes_total`) ÷ seconds "
@@ -282,13 +291,14 @@ class NvlinkBandwidth:
     """DCGM's NVLink bandwidth fields (449 for all links, 440-448, 475-480, 494-496 per link) as DCGM
     4.x computes them at each of its samples: (RX + TX now − RX + TX at the previous sample, in KiB
     of NVML's NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX) ÷ seconds between the samples ÷ 1000,
-    truncated to an integer; 0 at the first sample and after a counter reset (never negative).
+    truncated to an integer; 0 at the first sample and after a counter reset (never negative). DCGM
+    4.7's bytes-per-second twins (1648, 1630-1647) take the same KiB/s rate × 1024, truncated.
 
-    State: per (GPU uuid, link or None) the previous KiB total, its time and the value computed;
+    State: per (GPU uuid, link or None) the previous KiB total, its time and the KiB/s rate computed;
     updated once per frame (:meth:`update`), read by every render of that frame (:meth:`value`)."""
 
     def __init__(self) -> None:
-        # (GPU uuid, link or None, direction: "" RX + TX, "tx", "rx") → (KiB, time, value)
+        # (GPU uuid, link or None, direction: "" RX + TX, "tx", "rx") → (KiB, time, KiB/s)
         self._state: dict[tuple[str, int | None, str], tuple[float, float, float]] = {}
         self._linkless: set[str] = set()  # GPUs read with no NVLink counter: DCGM's sum over no link is 0
 
@@ -321,19 +331,22 @@ class NvlinkBandwidth:
                 continue
             else:
                 delta = kib - previous[0]
-                value = 0.0 if delta < 0 else float(int(delta / (now - previous[1]) / 1000))
+                value = 0.0 if delta < 0 else delta / (now - previous[1])
             self._state[(uuid, which, direction)] = (kib, now, value)
         for key in [key for key in self._state if key[0] == uuid and key[1:] not in totals]:
             del self._state[key]  # a link (or the whole GPU's links) no longer read: start over
 
-    def value(self, uuid: str, link: int | None, direction: str = "") -> float | None:
+    def value(self, uuid: str, link: int | None, direction: str = "", per_byte: bool = False) -> float | None:
         """The last computed value of GPU ``uuid``'s link (None: every link), RX + TX or one direction
-        (``"tx"``, ``"rx"``); None when unread. The sum over every link of a GPU without NVLink
-        counters is 0, as DCGM serves it (dcgm-exporter's default counters list it for every GPU)."""
+        (``"tx"``, ``"rx"``), in DCGM's MB/s (KiB/s ÷ 1000) or, ``per_byte``, its bytes/s (KiB/s × 1024),
+        truncated; None when unread. The sum over every link of a GPU without NVLink counters is 0, as
+        DCGM serves it (dcgm-exporter's default counters list it for every GPU)."""
         if link is None and not direction and uuid in self._linkless:
             return 0.0
         state = self._state.get((uuid, link, direction))
-        return None if state is None else state[2]
+        if state is None:
+            return None
+        return float(int(state[2] * 1024 if per_byte else state[2] / 1000))
 
 
 #: DCGM link-entity fields (DCGM_FE_LINK) served per NVLink of a GPU: DCGM reads 1525-1528 with
@@ -394,8 +407,6 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
      "(171: DCGM's return code translated from NVML's status) and cluster UUID (172, text): not served, "
      "gpu_fabric_state 4 says completed with an error"),
     (205, 205, "per-process accounting records, not a sample"),
-    (346, 346, "the SRAM error threshold flag (nvmlDeviceGetSramEccErrorStatus's bThresholdExceeded): not read "
-     "yet, while gpu_ecc_location_errors_total{location=sram} counts the SRAM errors themselves"),
     (347, 363, "DCGM diagnostic results, which NVML does not run"),
     (450, 450, "DCGM never stores a value in it: its event thread subscribes to Xid and MIG events only (NVML "
      "has no NVLink error event), so dcgm-exporter finds it blank"),
@@ -407,7 +418,7 @@ NOT_SERVED: tuple[tuple[int, int, str], ...] = (
     (700, 897, "NVSwitch fields (the nvswitch collector on the DCGM backend) and NVLink throughput rates "
      "DCGM computes"),
     (1000, 1099, "profiling (DCP) metrics not listed as served: neither DCGM's profiling rows nor NVML's GPM "
-     "(C2C, cache hit rates and cycle counters are not read yet)"),
+     "(cache hit rates and cycle counters are not read yet)"),
     (1100, 1141, "Grace CPU fields of DCGM's CPU module"),
     (1300, 1310, "ConnectX NIC fields of DCGM"),
     (1502, 1503, "IMEX domain and daemon status: DCGM asks the IMEX daemon (nvidia-imex-ctl), not NVML, and they "

@@ -19,7 +19,6 @@ from gpu_exporter.compat.clock_totals import ClockEventTotals
 from gpu_exporter.compat.counters import Counter
 from gpu_exporter.compat.field_names import FIELD_IDS, field_id
 from gpu_exporter.compat.fields import (
-    BANDWIDTH_FIELDS,
     BANDWIDTH_KEYS,
     COMPOSED,
     ENCODED_FIELDS,
@@ -29,6 +28,7 @@ from gpu_exporter.compat.fields import (
     IDENTITY_VALUES,
     LINK_BANDWIDTHS,
     LINK_ENTITY_FIELDS,
+    RATE_FIELDS,
     NvlinkBandwidth,
     decimal_label,
     not_served_reason,
@@ -222,7 +222,7 @@ def _computed_field(
         if wanted | {NVLINK_UP} <= {spec.key for spec in specs if _supplied(spec, backend)}:
             return _Item(counter, number), ""
         return None, f"the per-link rows it is read from are not enabled on the {backend} backend"
-    if number in BANDWIDTH_FIELDS and number not in known:
+    if number in RATE_FIELDS and number not in known:
         if set(BANDWIDTH_KEYS) <= {spec.key for spec in specs if _supplied(spec, backend)}:
             return _Item(counter, number), ""
         return None, f"the NVLink throughput counters it is computed from are not read on the {backend} backend"
@@ -279,7 +279,7 @@ def needed_collectors(counters: Sequence[Counter], backend: str) -> frozenset[st
             keys = (LINK_ENTITY_FIELDS[number], NVLINK_UP)
         elif number in LINK_BANDWIDTHS:
             keys = (*BANDWIDTH_KEYS, NVLINK_UP)
-        elif number in BANDWIDTH_FIELDS and number not in known:
+        elif number in RATE_FIELDS and number not in known:
             keys = BANDWIDTH_KEYS
         elif number in COMPOSED and number not in known:
             keys = tuple(COMPOSED[number].keys)

@@ -48,7 +48,7 @@ RENAMES_4_9: tuple[tuple[str, str, str, str], ...] = (
      "Total energy consumption since boot (in J)."),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", "", "Total number of PCIe retries."),
     ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO", "% → 0-1", "GPU utilization (ratio 0 to 1)."),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL_RATIO", "% → 0-1", "Memory utilization (ratio 0 to 1)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_MEMORY_UTIL_RATIO", "% → 0-1", "Memory utilization (ratio 0 to 1)."),
     ("DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_ENC_UTIL_RATIO", "% → 0-1", "Encoder utilization (ratio 0 to 1)."),
     ("DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_DEC_UTIL_RATIO", "% → 0-1", "Decoder utilization (ratio 0 to 1)."),
     ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "", "Value of the last XID error encountered."),
@@ -56,8 +56,8 @@ RENAMES_4_9: tuple[tuple[str, str, str, str], ...] = (
     ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_USED_BYTES", "MiB → bytes", "Framebuffer memory used (in bytes)."),
     ("DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_RESERVED_BYTES", "MiB → bytes",
      "Framebuffer memory reserved (in bytes)."),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", "",
-     "Total NVLink throughput of all links."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", "MB/s → bytes/s",
+     "Total NVLink throughput of all links (in bytes per second)."),
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "",
      "Number of remapped rows for uncorrectable errors"),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "",
@@ -124,6 +124,10 @@ class Release:
     marks: frozenset[str]
     #: Names this release's DCGM gives another field than the newest does (name → DCGM field id).
     ids: Mapping[str, int] = field(default_factory=dict)
+    #: Which GPUs decide whether a profiling field is collected at all: ``first`` (up to 4.9: the metric
+    #: groups of GPU 0, ``GetSupportedMetricGroups(0)`` in 4.8.2's pkg/cmd/app.go) or ``common`` (4.10: "Start
+    #: on mixed-model nodes by collecting profiling fields common to all selected GPUs", its release notes).
+    profiling_gpus: str = "first"
 
 
 #: Before DCGM 4.7 (dcgm-exporter 4.8.x), DCGM_FI_DEV_GPU_UTIL_RATIO is DCGM 4.6's spelling of field 203,
@@ -139,7 +143,7 @@ RELEASES: tuple[Release, ...] = (
             frozenset({"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL"}), _IDS_4_8),
     Release("4.9", ("4.9.0",), "4.7.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_9, _MARKS_4_9),
     Release("4.10", ("4.10.0",), "4.8.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", _DEFAULTS_4_10,
-            frozenset(new for _old, new, _unit, _help in RENAMES_4_10)),
+            frozenset(new for _old, new, _unit, _help in RENAMES_4_10), profiling_gpus="common"),
 )  # fmt: skip
 BY_NAME = {release.name: release for release in RELEASES}
 #: An image reference as a version (its tag: DCGM release, dcgm-exporter release, variant).

@@ -23,12 +23,13 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gpu_exporter.catalogue.fixed import BUILD_INFO
-from gpu_exporter.compat.devices import unmatched_ids
-from gpu_exporter.compat.fields import BANDWIDTH_FIELDS, LINK_BANDWIDTHS
+from gpu_exporter.compat.devices import monitored, unmatched_ids
+from gpu_exporter.compat.fields import LINK_BANDWIDTHS, RATE_FIELDS
 from gpu_exporter.compat.health import HEALTH_STATUS
 from gpu_exporter.compat.plan import _CLOCK_TOTAL, _XID_FIELDS, CompatPlan, _Item
 from gpu_exporter.compat.pods import attributed, first_wins, hpc_jobs
 from gpu_exporter.compat.pods import pod_labels as _pods
+from gpu_exporter.compat.releases import BY_NAME
 from gpu_exporter.compat.series import Labels, _device_samples
 from gpu_exporter.exposition.cache import Rendered
 from gpu_exporter.exposition.encoder import encode_format, render_text
@@ -46,7 +47,7 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     unchecked = [True]
     clock_totals = any(item.field_id == _CLOCK_TOTAL for item in compat.items)
     bandwidth = any(
-        (item.field_id in BANDWIDTH_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
+        (item.field_id in RATE_FIELDS or item.field_id in LINK_BANDWIDTHS) and item.spec is None
         for item in compat.items
     )
 
@@ -77,10 +78,32 @@ def compat_renderer(compat: CompatPlan) -> Callable[[Frame], Rendered]:
     return render_compat
 
 
+def _profiling_collected(item: _Item, compat: CompatPlan, frame: Frame) -> bool:
+    """Whether dcgm-exporter collects profiling row ``item`` at all on this node (its other rows: always).
+    It asks the GPUs' profiling support once, and on a node whose GPUs differ the release's rule decides
+    (:attr:`.releases.Release.profiling_gpus`): up to 4.9 GPU 0's support, so a field GPU 0 lacks is served
+    by no GPU; from 4.10 every selected GPU's, so a field one of them lacks is served by none. A GPU lacks
+    a field once its backend said so (the unsupported memo); a GPU that lacks it where the field is
+    collected simply has no series, as dcgm-exporter's DCGM leaves it blank. The memo names families, so a
+    GPU lacks the row when its family is among those it lacks and the row itself has no value."""
+    spec = item.spec
+    if spec is None or spec.collector != "profiling" or compat.release not in BY_NAME:
+        return True
+    selected = [device for device in frame.devices if device.up and any(monitored(device, compat.options.devices))]
+    if BY_NAME[compat.release].profiling_gpus == "first":
+        selected = sorted(selected, key=lambda device: device.identity.index)[:1]
+    return not any(
+        spec.name in {name.split(" (")[0] for name in device.unsupported} and spec.key not in device.values
+        for device in selected
+    )
+
+
 def _family(item: _Item, compat: CompatPlan, frame: Frame) -> Metric:
     counter = item.counter
     options = compat.options
     samples: list[tuple[Labels, float]] = []
+    if not _profiling_collected(item, compat, frame):
+        return Metric(counter.field, counter.help, counter.type)
     for device in frame.devices:
         if not device.up and item.field_id not in _XID_FIELDS and item.field_id != HEALTH_STATUS:
             continue  # a lost GPU keeps its Xid and health series (its Xid 79 comes just before the loss), no others

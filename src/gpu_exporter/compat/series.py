@@ -14,7 +14,7 @@ from gpu_exporter.backends.base import DeviceIdentity, HostIdentity
 from gpu_exporter.catalogue import CLOCK_EVENT_REASONS, scaled
 from gpu_exporter.compat.devices import monitored
 from gpu_exporter.compat.fields import (
-    BANDWIDTH_FIELDS,
+    BYTES_PER_SECOND_FIELDS,
     COMPOSED,
     DOUBLE_IDS,
     ENCODED_FIELDS,
@@ -26,6 +26,7 @@ from gpu_exporter.compat.fields import (
     LINK_ENTITY_FIELDS,
     LINK_LABEL_FIELDS,
     P2P_STATUS_NAMES,
+    RATE_FIELDS,
     fb_used_ratio,
     link_entities,
 )
@@ -104,8 +105,9 @@ def _device_samples(
             found += _xid_counts(tally, base, frame.wall_time, options.xid_window_ms)
         elif item.field_id == _XID_TOTAL and frame.events is not None:
             found += _xid_totals(frame.events.get(device.identity.uuid, XidTally()), base)
-        elif item.field_id in BANDWIDTH_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
-            value = compat.bandwidth.value(device.identity.uuid, BANDWIDTH_FIELDS[item.field_id])
+        elif item.field_id in RATE_FIELDS:  # a GPU instance shows its GPU's value, as DCGM answers
+            per_byte = item.field_id in BYTES_PER_SECOND_FIELDS
+            value = compat.bandwidth.value(device.identity.uuid, RATE_FIELDS[item.field_id], per_byte=per_byte)
             if value is not None:
                 found.append((base, value))
         elif item.field_id in ENCODED_FIELDS:  # the GPU's raw value (a GPU instance shows its GPU's)

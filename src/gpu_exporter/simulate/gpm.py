@@ -26,6 +26,7 @@ _NAMES = {
     6: "dfma_tensor_util", 7: "hmma_tensor_util", 8: "dmma_tensor_util", 9: "imma_tensor_util",
     10: "dram_bw_util", 11: "fp64_util", 12: "fp32_util", 13: "fp16_util", 20: "pcie_tx_per_sec",
     21: "pcie_rx_per_sec", 60: "nvlink_total_rx_per_sec", 61: "nvlink_total_tx_per_sec",
+    100: "c2c_total_tx_per_sec", 101: "c2c_total_rx_per_sec", 102: "c2c_data_tx_per_sec", 103: "c2c_data_rx_per_sec",
 }  # fmt: skip
 _NAMES.update({30 + n: f"nvdec_{n}_util" for n in range(8)})
 _NAMES.update({40 + n: f"nvjpg_{n}_util" for n in range(8)})

@@ -11,6 +11,7 @@ from gpu_exporter.simulate.call import Call, device
 
 CORRUPTED_INFOROM = 14  # NVML_ERROR_CORRUPTED_INFOROM
 UNREPAIRABLE_VERSION = 0x1000008  # nvmlUnrepairableMemory_v1: sizeof {version, flag} | 1 << 24
+SRAM_STATUS_VERSION = 0x1000068  # nvmlEccSramErrorStatus_v1: sizeof the v1 struct (104) | 1 << 24
 
 
 @device("nvmlDeviceGetPcieThroughput")
@@ -79,6 +80,29 @@ def memory_errors(c: Call, error_type: Any, counter_type: Any, location: Any, ou
     if counter is None or kind is None or not 0 <= where < len(ECC_LOCATIONS) or abi.target(out) is None:
         return errors.INVALID_ARGUMENT
     return c.out(out, f"ecc.{counter}.{kind}.{ECC_LOCATIONS[where]}")
+
+
+@device("nvmlDeviceGetSramEccErrorStatus")
+def sram_status(c: Call, out: Any) -> int:
+    """SRAM ECC status (root only on a real driver): ``ecc.sram.threshold_exceeded`` is bThresholdExceeded,
+    the SRAM counts from the ``ecc.<counter>.<type>.sram`` keys (0 without them); absent: NOT_SUPPORTED."""
+    status = abi.target(out)
+    if status is None:
+        return errors.INVALID_ARGUMENT
+    if status.version != SRAM_STATUS_VERSION:
+        return errors.ARGUMENT_VERSION_MISMATCH
+    exceeded = c.u64("ecc.sram.threshold_exceeded")
+    if exceeded is None:
+        return errors.NOT_SUPPORTED
+    for member, key in (
+        ("aggregateUncSecDed", "aggregate.uncorrected"),
+        ("volatileUncSecDed", "volatile.uncorrected"),
+        ("aggregateCor", "aggregate.corrected"),
+        ("volatileCor", "volatile.corrected"),
+    ):
+        setattr(status, member, c.u64(f"ecc.{key}.sram") or 0)
+    status.bThresholdExceeded = 1 if exceeded else 0
+    return errors.SUCCESS
 
 
 @device("nvmlDeviceGetRowRemapperHistogram")

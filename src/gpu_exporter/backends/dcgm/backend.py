@@ -155,6 +155,19 @@ class DcgmBackend(Discovery):
                 reading.failed(failing, "profiling")
             supported = profiling.supported.get(gpu, frozenset()) if failing is None else frozenset()
             usable = [s for s in specs if not is_profiling(s) or (s.dcgm and s.dcgm.field_id in supported)]
+            if failing is None and gpu in profiling.supported:  # asked: the rest are not in its metric groups
+                gpu_entity = model.gpu(device.index, device.uuid)
+                for spec in specs:
+                    if (
+                        is_profiling(spec)
+                        and spec.dcgm
+                        and spec.dcgm.field_id not in supported
+                        and "gpu" in spec.entities
+                    ):
+                        reading.unsupported.append(
+                            (gpu_entity, spec.key, f"DCGM field {spec.dcgm.field_id} ({spec.name}) is not in this "
+                             "GPU's profiling metric groups")
+                        )  # fmt: skip
             ports = topology.port_numbers(FE_GPU, gpu) if link_specs else ()
             computes = [topology.migs.get((device.uuid, slot)) for slot in range(len(device.migs))]
             keys = [(FE_GPU, gpu), *((FE_GPU_CI, c) for c in computes if c is not None)]

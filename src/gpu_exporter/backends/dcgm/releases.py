@@ -10,10 +10,14 @@ disagree, the engine's BADPARAM is narrowed down to the refused ids (:mod:`.watc
 
 The facts: the ids registered by ``DcgmFieldsPopulateFieldTableWithFormatting`` in
 ``dcgmlib/src/dcgm_fields.cpp`` at each release tag of NVIDIA/DCGM (read there, written here as
-the ranges each release added; no release removed an id from 3.3 to 4.6). DCGM 4.7 and 4.8: their
-sources are not readable here, and their documentation states renamed names (the deprecated spellings
-of DCGM 4.x's naming standard, ``DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND``) but no id list, so an engine
-of 4.7 or 4.8 is taken to know 4.6's ids (:func:`known_ids` never assumes more than is listed).
+the ranges each release added; no release removed an id from 3.3 to 4.6). DCGM 4.6.1: go-dcgm
+v1.4611.0's copy of its ``dcgm_fields.h`` (NVIDIA/go-dcgm, "add DCGM 4.6.1 support") adds the base-unit
+fields 1600-1612 and no other id. DCGM 4.7.0: its sources are not readable here; NVIDIA's "Field
+Identifiers" page for it, as a third-party guide quotes it (github.com/jackliusr/research,
+nvidia_dcgm_guide.md §4.2: the base-unit fields 1612-1650, ``DCGM_FI_MAX_FIELDS`` 1651), gives the ids
+1613-1650 (ratios, throttle seconds, framebuffer, C2C and NVLink bytes). DCGM 4.8.0: its notes rename
+fields (``DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND``) but list no new id, so an engine of 4.8 is taken to
+know 4.7's ids (:func:`known_ids` never assumes more than is listed).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ _ADDED: tuple[tuple[tuple[int, int, int], tuple[tuple[int, int], ...]], ...] = (
     ((4, 4, 2), ((174, 174), (1501, 1503))),
     ((4, 5, 0), ((6, 6), (363, 363), (1220, 1220), (1507, 1509), (1523, 1523))),
     ((4, 6, 0), ((175, 175), (1084, 1096), (1524, 1533))),
+    ((4, 6, 1), ((1600, 1612),)),
+    ((4, 7, 0), ((1613, 1650),)),
 )  # fmt: skip
 
 Version = tuple[int, int, int]

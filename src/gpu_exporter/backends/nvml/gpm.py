@@ -55,6 +55,11 @@ METRICS: dict[str, int] = {
     "pcie_rx_per_sec": pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC,
     "nvlink_total_tx_per_sec": pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
     "nvlink_total_rx_per_sec": pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+    # C2C (the GPU's chip-to-chip link to a Grace CPU): all bytes (headers and payload) and data bytes, MiB/s
+    "c2c_total_tx_per_sec": pynvml.NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC,
+    "c2c_total_rx_per_sec": pynvml.NVML_GPM_METRIC_C2C_TOTAL_RX_PER_SEC,
+    "c2c_data_tx_per_sec": pynvml.NVML_GPM_METRIC_C2C_DATA_TX_PER_SEC,
+    "c2c_data_rx_per_sec": pynvml.NVML_GPM_METRIC_C2C_DATA_RX_PER_SEC,
     **{f"nvdec_{n}_util": getattr(pynvml, f"NVML_GPM_METRIC_NVDEC_{n}_UTIL") for n in range(8)},
     **{f"nvjpg_{n}_util": getattr(pynvml, f"NVML_GPM_METRIC_NVJPG_{n}_UTIL") for n in range(8)},
     **{f"nvofa_{n}_util": getattr(pynvml, f"NVML_GPM_METRIC_NVOFA_{n}_UTIL") for n in range(2)},

@@ -243,6 +243,14 @@ def _fabric(handle: Handle) -> Raw:
     }
 
 
+def _sram_status(handle: Handle) -> Raw:
+    """``nvmlDeviceGetSramEccErrorStatus`` (v1 struct; Ampere and later, root only): ``bThresholdExceeded``,
+    1 when the SRAM errors passed the threshold of the GPU's field diagnostics (DCGM field 346 reads it)."""
+    status: Any = pynvml.c_nvmlEccSramErrorStatus_v1_t()
+    pynvml.nvmlDeviceGetSramEccErrorStatus(handle, byref(status))
+    return {"threshold_exceeded": 1 if status.bThresholdExceeded else 0}
+
+
 def _inforom_valid(handle: Handle) -> Raw:
     """``nvmlDeviceValidateInforom``: 1 when the inforom's checksums verify, 0 when NVML says it is corrupted."""
     try:
@@ -297,6 +305,7 @@ STRUCT_READERS: dict[str, Callable[[Handle], Raw]] = {
     _UNREPAIRABLE_CALL: _unrepairable_memory,  # checks which struct layout the driver wrote
     "nvmlDeviceGetInforomConfigurationChecksum": _single(pynvml.nvmlDeviceGetInforomConfigurationChecksum),
     "nvmlDeviceValidateInforom": _inforom_valid,
+    "nvmlDeviceGetSramEccErrorStatus": _sram_status,
     "nvmlDeviceGetGpuFabricInfoV": _fabric,
     _VGPU_LICENSE_CALL: _vgpu_licensed,  # DCGM 526's rule: 0 on bare metal, else the vGPU feature's state
     "nvmlDeviceGetRetiredPagesPendingStatus": _single(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
@@ -369,6 +378,7 @@ def supported_calls() -> frozenset[tuple[str, str]]:
         "nvmlDeviceGetTotalEccErrors": tuple(_ECC),
         "nvmlDeviceGetRemappedRows": ("correctable", "uncorrectable", "pending", "failure"),
         "nvmlDeviceGetRowRemapperHistogram": _ROW_REMAP_AVAILABILITY,
+        "nvmlDeviceGetSramEccErrorStatus": ("threshold_exceeded",),
         "nvmlDeviceGetMemoryErrorCounter": tuple(_ECC_LOCATIONS),
         "nvmlDeviceGetRetiredPages": tuple(_RETIREMENT_CAUSES),
         "nvmlDeviceGetGpuFabricInfoV": ("state", "clique_id", "health_mask", "health_summary"),

@@ -7,6 +7,7 @@ Build one with :func:`from_scenario` (a fake-NVML scenario file translated into 
 parity tests) or by hand with :meth:`FakeDcgm.add_gpu` / :meth:`FakeDcgm.add_mig`. Knobs:
 ``reachable`` (which connection targets answer), :meth:`lose_connection` / :meth:`restore`,
 ``profiling_support`` and ``profiling_watch_error``, :meth:`record_xid`, ``stale`` group names,
+:meth:`stage_incident`, ``health_stall`` and ``health_error`` (DCGM's health watches, per release),
 :meth:`add_nvswitch` (switch fields, ports up or down, port fields), :meth:`set_gpu_links` and
 ``link_state`` (NVLink port states, read again by every ``link_states()`` call), ``link_status_error``
 and ``watch_errors`` (a status call or a group's watch that fails).
@@ -36,6 +37,7 @@ from fractions import Fraction
 
 from gpu_exporter.backends.dcgm.adapter import DcgmConnectionLost, DcgmError, dcgm_error
 from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
+from gpu_exporter.backends.dcgm.incidents import SYSTEM_ALL, HealthResponse, Incident, gpu_systems
 from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES
 from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (
@@ -150,6 +152,13 @@ class FakeDcgm:
     #: driver's energy counter does (DCGM reads nvmlDeviceGetTotalEnergyConsumption); the fake NVML's too.
     energy_power: dict[tuple[int, int], int] = field(default_factory=dict)
     started_us: int = field(default_factory=lambda: int(time.time() * 1e6))
+    # DCGM's health watches (see :meth:`health_check`)
+    health_systems: dict[str, int] = field(default_factory=dict)  # group name → dcgmHealthSystems_t set on it
+    health_incidents: list[Incident] = field(default_factory=list)  # staged: what the engine's monitors find
+    health_stall: threading.Event | None = None  # while set to an unset event, dcgmHealthCheck waits on it
+    health_error: int | None = None  # status dcgmHealthCheck fails with
+    health_checks: int = 0
+    health_check_started: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         if self.version < (4, 0, 0):
@@ -403,6 +412,59 @@ class FakeDcgm:
             return "ok" if status is None else "inactive"
         codes = {ST_GPU_IS_LOST: 4, -22: 2, ST_BADPARAM: 7}
         return GPU_STATUSES[codes.get(status, 7)] if status is not None else "ok"
+
+    # health watches ------------------------------------------------------------------------
+    def stage_incident(self, gpu_id: int, system: int, result: int, code: int, message: str = "") -> None:
+        """What the engine's health module would find on GPU ``gpu_id``: ``system`` (a
+        dcgmHealthSystems_t bit, or DCGM_HEALTH_WATCH_ALL for a devastating Xid), ``result`` (WARN 10,
+        FAIL 20) and the DCGM_FR_* ``code``. Reported by a check only as the release would (below)."""
+        self.health_incidents.append(Incident(system, result, code, message or f"DCGM_FR {code}", FE_GPU, gpu_id))
+
+    def health_set(self, name: str, systems: int, update_us: int, keep_age_s: float) -> None:
+        self._check()
+        if name not in self.watches:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        self.health_systems[name] = systems & 0xFFFFFFFF  # stored as given: unknown bits are kept, ignored
+
+    def health_get(self, name: str) -> int:
+        self._check()
+        if name not in self.watches:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        return self.health_systems.get(name, 0)
+
+    def health_wait(self) -> None:
+        """A stalling check: wait (outside any lock of the library) until the stall is released."""
+        stall = self.health_stall
+        if stall is not None:
+            stall.wait()
+
+    def health_check(self, name: str) -> HealthResponse:
+        self._check()
+        watch = self.watches.get(name)
+        if watch is None:
+            raise DcgmError(ST_NOT_WATCHED, f"no watched group named {name!r}")
+        return self.health_answer(name, watch.entities)
+
+    def health_answer(self, name: str, entities: Sequence[tuple[int, int]]) -> HealthResponse:
+        """``DcgmHealthWatch::MonitorWatches`` of this release on the group ``name`` of ``entities``: a
+        staged incident is reported when its GPU is in the group and its system is both set on the group
+        and one the release watches on a GPU (``incidents.GPU_SYSTEMS``: no DRIVER before 4.6; PMU, MCU,
+        SM never); DCGM_HEALTH_WATCH_ALL incidents (devastating Xids) from 4.4, whatever is set; at
+        most 64 incidents on 3.x, 1024 on 4.x (DCGM_HEALTH_WATCH_MAX_INCIDENTS, _V2)."""
+        self.health_checks += 1
+        self.health_check_started.set()
+        self.health_wait()
+        if self.health_error is not None:
+            raise dcgm_error(self.health_error, "dcgmHealthCheck failed")
+        systems = self.health_systems.get(name, 0) & gpu_systems(self.version)
+        members = set(entities)
+        found = [
+            incident
+            for incident in self.health_incidents
+            if (incident.group, incident.entity) in members
+            and (incident.system & systems if incident.system != SYSTEM_ALL else self.version >= (4, 4, 0))
+        ][: self.group_limit]
+        return HealthResponse(max((i.result for i in found), default=0), tuple(found))
 
     def profiling_fields(self, gpu_id: int) -> frozenset[int]:
         self._check()

@@ -29,7 +29,9 @@ host engine's group managers, read in NVIDIA/DCGM at each release tag (``dcgmlib
   BADPARAM (the client library checks before it sends);
 - ``DcgmFieldGetById``: NULL for an id the release does not know
   (``gpu_exporter.backends.dcgm.releases``), else a filled ``c_dcgm_field_meta_t``;
-- ``dcgmVersionInfo``: ``version:X.Y.Z;arch:...`` (DcgmBuildInfo's ``key:value;`` format).
+- ``dcgmVersionInfo``: ``version:X.Y.Z;arch:...`` (DcgmBuildInfo's ``key:value;`` format);
+- health watches: :class:`HealthCalls` (a stalling ``dcgmHealthCheck`` waits before taking the
+  library's lock, so it holds up no other call).
 
 Engine rules (what a lost GPU reads, timestamps, link entity ids per release, entity status) are the
 fake's; this module asks it, through its adapter-level methods and its state.
@@ -60,6 +62,7 @@ from gpu_exporter.backends.dcgm.values import (
 from tests.dcgmfake import DOUBLE_FIELDS, FakeDcgm
 from tests.dcgmlib_groups import ST_NO_DATA, ST_NOT_CONFIGURED, FieldGroup, Group, GroupCalls
 from tests.dcgmlib_pids import PidLibraryCalls
+from tests.dcgmlib_health import HealthCalls
 
 ST_OK = 0
 ST_VER_MISMATCH = -12
@@ -124,7 +127,7 @@ class CFunction:
         return self.body(*args)
 
 
-class StandInLibrary(PidLibraryCalls, GroupCalls):
+class StandInLibrary(PidLibraryCalls, GroupCalls, HealthCalls):
     """libdcgm of one release over one :class:`FakeDcgm` engine."""
 
     def __init__(self, structs: ModuleType, agent_callback: Any, engine: FakeDcgm, release: Version) -> None:
@@ -152,6 +155,8 @@ class StandInLibrary(PidLibraryCalls, GroupCalls):
 
     def _traced(self, name: str, body: Callable[..., int]) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
+            if name == "dcgmHealthCheck":  # a stalling check holds up only itself (the engine's health
+                self.engine.health_wait()  # module answers on a thread of its own), never the library
             with self.lock:
                 self.calls.append(name)
                 if self.before_call is not None:

@@ -10,15 +10,22 @@
   (default ``localhost:5555``); ``none``: nowhere, only an embedded engine starts;
 - ``dcgm.gpuN.refused = lost|unsupported|detached`` (a stand-in key): the engine lists GPU N but in
   that status (group add refuses it with GPU_IS_LOST, GPU_NOT_SUPPORTED or BADPARAM) while the key is there;
+- ``dcgm.gpuN.health_incident = SYSTEM RESULT CODE[, ...]`` (a stand-in key): what DCGM's health module
+  finds on GPU N, e.g. ``mem fail 4`` (DCGM_FR_VOLATILE_DBE_DETECTED) or ``pcie warn 3``: SYSTEM a
+  health-watch system (``pcie`` ... ``driver``, or ``all`` for a devastating Xid), RESULT ``warn`` or
+  ``fail``, CODE a dcgmError_t number; a check reports it as the engine's release would;
+- ``dcgm.health_check_stall = 1`` (a stand-in key): dcgmHealthCheck does not return while the key is there.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
 
+from gpu_exporter.backends.dcgm.incidents import RESULT_FAIL, RESULT_WARN, SYSTEM_ALL, SYSTEM_NAMES
 from gpu_exporter.backends.dcgm.releases import parse_version
 from gpu_exporter.backends.dcgm.values import FE_GPU, ST_GPU_IS_LOST
 from tests.dcgmfake import FakeDcgm, from_scenario, scenario_keys
@@ -74,6 +81,20 @@ class ScenarioEngine:
             self.lost_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "gpu", ".lost_after").items()}
             self.aged_after = {gpu: float(v) for gpu, v in _per_gpu(keys, "dcgm.gpu", ".aged_after").items()}
             self.refused = _per_gpu(keys, "dcgm.gpu", ".refused")
+            self.engine.health_incidents = []
+            bits = {name: bit for bit, name in SYSTEM_NAMES.items()} | {"all": SYSTEM_ALL}
+            for gpu, text in _per_gpu(keys, "dcgm.gpu", ".health_incident").items():
+                for item in text.split(","):
+                    system, result, code = item.split()
+                    outcome = RESULT_FAIL if result == "fail" else RESULT_WARN
+                    self.engine.stage_incident(gpu, bits[system], outcome, int(code), f"staged {system} {result}")
+            stall = self.engine.health_stall
+            if keys.get("dcgm.health_check_stall"):
+                if stall is None or stall.is_set():
+                    self.engine.health_stall = threading.Event()
+            elif stall is not None:
+                stall.set()  # the stalled check returns
+                self.engine.health_stall = None
             hostengine = keys.get("dcgm.hostengine", "localhost:5555")
             self.engine.reachable = {None} if hostengine == "none" else {hostengine, None}
         elapsed = time.monotonic() - self.started

@@ -226,3 +226,50 @@ def test_nvswitch_ports_are_served_with_the_releases_link_ids(host: Host) -> Non
     finally:
         sampler.stop()
     assert value(parsed, "gpu_nvswitch_nvlink_errors_total", nvswitch="1", nvlink="3", type=kind) == 7
+
+
+def test_health_watches_set_read_back_and_checked_as_the_release_answers(host: Host) -> None:
+    """dcgmHealthSet_v2/Get/Check through NVIDIA's bindings: the mask set reads back; a staged memory
+    FAIL and PCIe WARN come back as incidents in the release's response version (3.x: v4, 4.x: v5);
+    a driver incident only from 4.6, whose engine watches the recovery action."""
+    from gpu_exporter.backends.dcgm.incidents import RESULT_FAIL, RESULT_WARN, gpu_systems
+
+    name = f"{PREFIX}health"
+    assert host.adapter.watch(name, [(FE_GPU, gpu) for gpu in range(GPUS)], [150], 1_000_000, 5.0) == {}
+    try:
+        mask = gpu_systems(parse_version(host.release) or (0, 0, 0))
+        host.adapter.health_set(name, mask, 15_000_000, 600.0)
+        assert host.adapter.health_get(name) == mask
+        host.engine.stage_incident(1, 0x10, RESULT_FAIL, 4, "volatile DBE")
+        host.engine.stage_incident(2, 0x1, RESULT_WARN, 3, "replays")
+        host.engine.stage_incident(0, 0x200, RESULT_FAIL, 126, "reboot")
+        answer = host.adapter.health_check(name)
+    finally:
+        host.adapter.unwatch(name)
+    got = {(i.entity, i.system, i.result, i.code) for i in answer.incidents}
+    want = {(1, 0x10, RESULT_FAIL, 4), (2, 0x1, RESULT_WARN, 3)}
+    assert got == (want | {(0, 0x200, RESULT_FAIL, 126)} if host.release >= "4.6" else want)
+    assert answer.overall == RESULT_FAIL
+    assert "dcgmHealthCheck" in host.library.calls
+
+
+def test_a_health_response_of_another_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """4.x bindings on a 3.3.9 library: their v5 health response is DCGM_ST_VER_MISMATCH (tsapiEngineHealthCheck)."""
+    folder = bindings("4.4.2")
+    forget()
+    monkeypatch.setenv("DCGM_PYTHON_PATH", str(folder))
+    try:
+        adapter = load_adapter()
+        import dcgm_structs
+
+        engine = from_scenario((SCENARIOS / "h100x4.scn").read_text())
+        install(dcgm_structs, engine, (3, 3, 9))
+        adapter.connect(None, 5000)
+        name = f"{PREFIX}healthv"
+        adapter.watch(name, [(FE_GPU, 0)], [150], 1_000_000, 5.0)
+        with pytest.raises(DcgmError) as refused:
+            adapter.health_check(name)
+        assert refused.value.code == -12
+        adapter.disconnect()
+    finally:
+        forget()

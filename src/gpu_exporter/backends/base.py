@@ -159,6 +159,33 @@ class Event:
     ecc: str | None = None
 
 
+@dataclass(frozen=True)
+class WatchIncident:
+    """One problem the vendor's own health watches report on GPU ``uuid``, in the health model's words:
+    the subsystem (a DCGM health-watch system, or ``all``), status (1 warn, 2 fail), the recommended
+    action, the vendor's failure code (``DCGM_FR_*``) and its message."""
+
+    uuid: str
+    subsystem: str
+    status: int
+    action: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class WatchVerdict:
+    """The last verdict of the vendor's health watches (DCGM's ``dcgmHealthCheck``): the subsystems
+    they judge, the incidents, the Unix time of the verdict; ``known`` False when they cannot tell
+    (not set, the check failed, stalled or its verdict is too old), ``why`` then says why."""
+
+    subsystems: tuple[str, ...]
+    incidents: tuple[WatchIncident, ...] = ()
+    at: float | None = None
+    known: bool = True
+    why: str = ""
+
+
 class Backend(Protocol):
     """A thin reader of one vendor library. Every method but :meth:`drain_events` and
     :meth:`events_healthy` runs on a worker thread of the sampler, never on the sampler's own."""
@@ -191,6 +218,10 @@ class Backend(Protocol):
 
     def events_healthy(self) -> bool:
         """False while events cannot be received (no event set, the last fetch failed)."""
+
+    def health_watch(self) -> WatchVerdict | None:
+        """The last verdict of the library's own health watches, None where it has none (NVML). Never
+        blocks and calls no vendor function: it runs on the sampler's thread."""
 
     def not_served(self) -> dict[str, int]:
         """Vendor fields the backend would read but cannot ask this library for, counted by reason."""

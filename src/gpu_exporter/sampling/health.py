@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from gpu_exporter.backends.base import WatchVerdict
 from gpu_exporter.catalogue import XID_CODES, keys
 from gpu_exporter.catalogue.health_rules import (
     ACTIONS,
@@ -70,10 +71,13 @@ class Finding:
     action: str
     reason: str
     code: str = "DCGM_FR_XID_ERROR"
+    #: From the vendor's own health watches (DCGM's), not derived from the fields.
+    watch: bool = False
 
 
 def _worst(findings: Iterable[Finding]) -> Finding | None:
-    return max(findings, key=lambda f: (f.status, ACTIONS.index(f.action)), default=None)
+    """The worst finding: by status, then action; of equals, the watches' own (its code is DCGM's)."""
+    return max(findings, key=lambda f: (f.status, ACTIONS.index(f.action), f.watch), default=None)
 
 
 @dataclass(frozen=True)
@@ -159,14 +163,21 @@ class HealthModel:
         self._memory: dict[str, _Memory] = {}
 
     def assess(
-        self, devices: Sequence[DeviceView], events: Mapping[str, XidTally] | None, wall: float, known: bool = True
+        self,
+        devices: Sequence[DeviceView],
+        events: Mapping[str, XidTally] | None,
+        wall: float,
+        known: bool = True,
+        watch: WatchVerdict | None = None,
     ) -> Health:
         """The health of this cycle's ``devices`` at Unix time ``wall``; ``events`` is None when driver
-        events are not watched; ``known`` is False while the backend is down."""
+        events are not watched; ``known`` is False while the backend is down; ``watch`` is the verdict of
+        the backend's own health watches (DCGM's), None where it has none."""
         listed = {device.identity.uuid for device in devices}
         for uuid in [uuid for uuid in self._memory if uuid not in listed]:  # forgotten GPUs: their memory too
             del self._memory[uuid]
-        gpus = tuple(self._gpu(device, events, wall) for device in devices)
+        gpus = tuple(_watched(self._gpu(device, events, wall), watch) if device.up else self._gpu(device, events, wall)
+                     for device in devices)  # fmt: skip
         return Health(known, gpus, self._expected.current(), len(devices))
 
     def _gpu(self, device: DeviceView, events: Mapping[str, XidTally] | None, wall: float) -> GpuHealth:
@@ -274,6 +285,25 @@ def _levels(values: Mapping[str, float]) -> list[Finding]:
         reason = "NVLink fabric registration finished with an error"
         found.append(Finding("nvlink", FAIL, "drain", reason, "DCGM_FR_FABRIC_PROBE_STATE"))
     return found
+
+
+def _watched(gpu: GpuHealth, watch: WatchVerdict | None) -> GpuHealth:
+    """``gpu`` with the verdict of the vendor's health watches added: each subsystem they judge is
+    checked, and their incidents on this GPU are findings beside the field-derived ones (the worst
+    counts; a pass from the watches never hides a field-derived problem). Watches that cannot tell add
+    a warning that says so, and the subsystems are judged from the fields alone."""
+    if watch is None:
+        return gpu
+    if not watch.known:
+        finding = Finding("driver", WARN, "none", f"DCGM health watches cannot tell: {watch.why}",
+                          "DCGM_FR_CANNOT_GET_STAT", watch=True)  # fmt: skip
+        return replace(gpu, checked=_ordered({*gpu.checked, "driver"}), findings=(*gpu.findings, finding))
+    found = tuple(
+        Finding(i.subsystem, i.status, i.action, f"DCGM {i.subsystem} watch: {i.message}", i.code, watch=True)
+        for i in watch.incidents
+        if i.uuid == gpu.uuid
+    )
+    return replace(gpu, checked=_ordered({*gpu.checked, *watch.subsystems}), findings=(*gpu.findings, *found))
 
 
 def _ordered(subsystems: set[str]) -> tuple[str, ...]:

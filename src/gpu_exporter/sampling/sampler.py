@@ -503,7 +503,8 @@ class Sampler:
         )
         wall_time = self._wall() if wall is None else wall
         watched = events if self._watch_events else None
-        health = self._health.assess(devices, watched, wall_time, known=notes is not None and self._open)
+        watch = self._backend.health_watch() if self._open else None  # DCGM's own health watches
+        health = self._health.assess(devices, watched, wall_time, known=notes is not None and self._open, watch=watch)
         frame = Frame(
             host=self._host,
             devices=tuple(devices),

@@ -34,6 +34,7 @@ from gpu_exporter.backends.dcgm.errors import (
     DcgmUnavailable,
     dcgm_error,
 )
+from gpu_exporter.backends.dcgm.incidents import HealthResponse, Incident
 from gpu_exporter.backends.dcgm.loader import (
     DCGM3_BINDINGS,
     DCGM4_BINDINGS,
@@ -443,3 +444,35 @@ class PydcgmAdapter(PidCalls):
             metric_group = groups.metricGroups[index]
             fields.update(int(metric_group.fieldIds[i]) for i in range(int(metric_group.numFieldIds)))
         return frozenset(fields)
+
+    # health watches --------------------------------------------------------------------------
+    def _health_call(self, function: str, *args: Any) -> Any:
+        """:meth:`_call`, with bindings that lack the function answering DCGM_ST_FUNCTION_NOT_FOUND."""
+        if not hasattr(self._agent, function):
+            raise dcgm_error(-20, f"{function}: not in the DCGM bindings from {self.source}")
+        return self._call(function, *args)
+
+    def health_set(self, name: str, systems: int, update_us: int, keep_age_s: float) -> None:
+        group, _ = self._ids(name)
+        self._health_call("dcgmHealthSet_v2", group, int(systems), int(update_us), float(keep_age_s))
+
+    def health_get(self, name: str) -> int:
+        group, _ = self._ids(name)
+        return int(self._health_call("dcgmHealthGet", group)) & 0xFFFFFFFF  # a c_int32: ALL reads as -1
+
+    def health_check(self, name: str) -> HealthResponse:
+        group, _ = self._ids(name)
+        raw = self._health_call("dcgmHealthCheck", group)  # the bindings' default version is their release's
+        count = min(int(raw.incidentCount), len(raw.incidents))
+        incidents = tuple(
+            Incident(
+                int(item.system) & 0xFFFFFFFF,
+                int(item.health),
+                int(item.error.code),
+                _text(item.error.msg),
+                int(item.entityInfo.entityGroupId),
+                int(item.entityInfo.entityId),
+            )
+            for item in raw.incidents[:count]
+        )
+        return HealthResponse(int(raw.overallHealth), incidents)

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from gpu_exporter import model
-from gpu_exporter.backends.base import DeviceIdentity, DeviceLost, Event, RawReading, Request
+from gpu_exporter.backends.base import DeviceIdentity, DeviceLost, Event, RawReading, Request, WatchVerdict
 from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, DcgmError
 from gpu_exporter.backends.dcgm.connection import DEFAULT_STANDALONE
 from gpu_exporter.backends.dcgm.discovery import Discovery
@@ -54,6 +54,7 @@ from gpu_exporter.backends.dcgm.fill import drop_stale, fetch, fill, port_sample
 from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.health import GpuHealth
 from gpu_exporter.backends.dcgm.processes import DcgmProcesses, wanted
+from gpu_exporter.backends.dcgm.healthwatch import HealthWatch
 from gpu_exporter.backends.dcgm.profiling import PROFILING_RETRY_SECONDS
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_GPU_CI, ST_GPU_IS_LOST, FieldValue
 from gpu_exporter.backends.dcgm.watches import Watches
@@ -105,6 +106,7 @@ class DcgmBackend(Discovery):
         self._known: frozenset[int] | None = None  # field ids the connected engine knows
         self._not_served: list[int] = []  # field ids wanted but unknown to the engine
         self._health = GpuHealth()
+        self._healthwatch = HealthWatch(clock, wall)  # DCGM's own health watches (:mod:`.healthwatch`)
         self._connected = False
         self.mode = ""  # "standalone HOST:PORT" or "embedded", once connected
         self._token = ""
@@ -233,6 +235,9 @@ class DcgmBackend(Discovery):
                 topology = watches.topology
                 gpu_ids = sorted(set(topology.gpus.values()) - set(topology.refused))
                 self._processes.refresh(adapter, watches.group("pids"), gpu_ids, reading)
+            self._healthwatch.poll()  # starts a due check on its own thread; never waits for one
+            for kind, count in self._healthwatch.take_counts().items():  # stalls and failures, as self-metrics
+                reading.errors[kind] = reading.errors.get(kind, 0) + count
             specs = [spec for spec in request.specs if spec.dcgm is not None and spec.root == "fabric"]
             if specs:
                 keys, fields = switch_keys(watches.topology, specs)
@@ -272,6 +277,10 @@ class DcgmBackend(Discovery):
             except IndexError:
                 return out
 
+    def health_watch(self) -> WatchVerdict | None:
+        """The verdict of DCGM's health watches (:mod:`.healthwatch`): no vendor call, never blocks."""
+        return self._healthwatch.verdict()
+
     def events_healthy(self) -> bool:
         """False while the Xid group is missing or the last fetch failed."""
         return self._events_ok
@@ -279,6 +288,7 @@ class DcgmBackend(Discovery):
     def close(self) -> None:
         """Remove our groups and watches, then disconnect (or stop the embedded engine); safe when not
         connected. A full pause relies on it: nothing of ours stays in the engine."""
+        self._healthwatch.detach()
         with self._lock:
             watches = self._watches if self._connected else None
         if watches is not None:

@@ -13,6 +13,7 @@ from gpu_exporter.backends.dcgm.adapter import DcgmAdapter, DcgmConnectionLost, 
 from gpu_exporter.backends.dcgm.connection import Connection
 from gpu_exporter.backends.dcgm.fields import is_profiling
 from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
+from gpu_exporter.backends.dcgm.healthwatch import HealthWatch
 from gpu_exporter.backends.dcgm.releases import id_ranges
 from gpu_exporter.backends.dcgm.topology import Topology, layout
 from gpu_exporter.backends.dcgm.values import FE_LINK
@@ -34,6 +35,7 @@ class Discovery(Connection):
     _since: dict[str, int]
     _since_floor: int | None
     _compat_identity: bool
+    _healthwatch: HealthWatch
 
     def open(self, watch_events: bool) -> tuple[HostIdentity, Sequence[DeviceIdentity]]:
         """Connect, destroy stale groups, discover entities and identities, start the watches."""
@@ -145,6 +147,8 @@ class Discovery(Connection):
                     self._since = dict.fromkeys(watches.xid_groups, self._since_floor)
                 self._events_ok = self._watch_events
                 self._watches = watches
+            # The groups are new: DCGM's health watches are set on them again.
+            self._healthwatch.attach(adapter, watches.health_groups, watches.topology.owner)
             if old is not None:
                 old.drop()
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
+from gpu_exporter.backends.dcgm.incidents import HealthResponse
 from gpu_exporter.backends.dcgm.values import Entity, FieldValue
 
 #: Entities refused by dcgmGroupAddEntity, each with its DCGM status.
@@ -121,3 +122,17 @@ class DcgmAdapter(Protocol):
 
     def remove_job(self, job_id: str) -> None:
         """``dcgmJobRemove``; an unknown job id is ignored."""
+
+    # health watches -------------------------------------------------------------------------
+    def health_set(self, name: str, systems: int, update_us: int, keep_age_s: float) -> None:
+        """``dcgmHealthSet_v2`` on the entity group of watch ``name``: DCGM watches the health systems
+        in ``systems`` (dcgmHealthSystems_t bits) on its entities, sampling their fields every
+        ``update_us`` µs and keeping ``keep_age_s`` seconds of them."""
+
+    def health_get(self, name: str) -> int:
+        """``dcgmHealthGet``: the systems mask set on the group of watch ``name`` (0: none)."""
+
+    def health_check(self, name: str) -> HealthResponse:
+        """``dcgmHealthCheck`` on the group of watch ``name``, in the response version of the library's
+        release (3.x: v4, 4.x: v5; another is DCGM_ST_VER_MISMATCH). It may take long (tens of seconds
+        under an ECC storm): the caller bounds it."""

@@ -73,6 +73,8 @@ class Watches(ProfilingWatches):
         self._serial = 0  # numbers profiling groups, whose names must be unique per connection
         self.profiling = Profiling()
         self.xid_groups: list[str] = []
+        #: The groups holding every GPU once (the first field chunk's): DCGM's health watches are set on them.
+        self.health_groups: list[str] = []
         self.topology = Topology()
         self.refused_retry_at = 0.0
         self.refused_delay = REFUSED_RETRY_SECONDS
@@ -179,7 +181,11 @@ class Watches(ProfilingWatches):
         keep = self.keep_age()
         for need, entities, fields in (("gpu", gpus, plain), ("mig", computes, mig)):
             if entities:
-                self._names += self._watch(need, entities, fields, update_us, keep)
+                names = self._watch(need, entities, fields, update_us, keep)
+                self._names += names
+                if need == "gpu":
+                    first = self.group("gpu0")
+                    self.health_groups = [n for n in names if n == first or n.startswith(first + "e")]
         for need, entities, fields in (
             ("links", linked, per_link), ("switch", switches, switch_fields), ("ports", switch_ports, port_fields),
         ):  # fmt: skip

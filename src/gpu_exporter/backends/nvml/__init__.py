@@ -27,6 +27,7 @@ from gpu_exporter.backends.base import (
     HostIdentity,
     RawReading,
     Request,
+    WatchVerdict,
 )
 from gpu_exporter.backends.nvml.buffered import BufferedReads
 from gpu_exporter.backends.nvml.discovery import host_identity, init, open_gpu, with_cc_mode, with_p2p
@@ -399,6 +400,10 @@ class NvmlBackend:
     def events_healthy(self) -> bool:
         """False when no listener runs or its last wait failed."""
         return self._listener is not None and self._listener.healthy
+
+    def health_watch(self) -> WatchVerdict | None:
+        """NVML has no health watches of its own: the health model judges what NVML shows."""
+        return None
 
     def not_served(self) -> dict[str, int]:
         """NVML answers per call (not supported is per value): nothing is left unasked."""

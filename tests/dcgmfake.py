@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gpu_exporter.backends.dcgm.adapter import DcgmConnectionLost, DcgmError, dcgm_error
-from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.incidents import SYSTEM_ALL, HealthResponse, Incident, gpu_systems
+from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.protocol import GPU_STATUSES
 from gpu_exporter.backends.dcgm.releases import known_ids, parse_version
 from gpu_exporter.backends.dcgm.values import (

@@ -61,8 +61,8 @@ from gpu_exporter.backends.dcgm.values import (
 )
 from tests.dcgmfake import DOUBLE_FIELDS, FakeDcgm
 from tests.dcgmlib_groups import ST_NO_DATA, ST_NOT_CONFIGURED, FieldGroup, Group, GroupCalls
-from tests.dcgmlib_pids import PidLibraryCalls
 from tests.dcgmlib_health import HealthCalls
+from tests.dcgmlib_pids import PidLibraryCalls
 
 ST_OK = 0
 ST_VER_MISMATCH = -12

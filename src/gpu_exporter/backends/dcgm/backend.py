@@ -53,8 +53,8 @@ from gpu_exporter.backends.dcgm.fields import is_profiling, link_fields, plain_f
 from gpu_exporter.backends.dcgm.fill import drop_stale, fetch, fill, port_samples
 from gpu_exporter.backends.dcgm.groups import GROUP_PREFIX
 from gpu_exporter.backends.dcgm.health import GpuHealth
-from gpu_exporter.backends.dcgm.processes import DcgmProcesses, wanted
 from gpu_exporter.backends.dcgm.healthwatch import HealthWatch
+from gpu_exporter.backends.dcgm.processes import DcgmProcesses, wanted
 from gpu_exporter.backends.dcgm.profiling import PROFILING_RETRY_SECONDS
 from gpu_exporter.backends.dcgm.values import FE_GPU, FE_GPU_CI, ST_GPU_IS_LOST, FieldValue
 from gpu_exporter.backends.dcgm.watches import Watches

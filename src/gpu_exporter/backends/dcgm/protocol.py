@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.incidents import HealthResponse
+from gpu_exporter.backends.dcgm.pidvalues import PidUtilization, RunningProcess
 from gpu_exporter.backends.dcgm.values import Entity, FieldValue
 
 #: Entities refused by dcgmGroupAddEntity, each with its DCGM status.

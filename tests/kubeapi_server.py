@@ -351,24 +351,16 @@ class KubeApi:
                     self.wfile.write(body)
 
             def do_PATCH(self) -> None:  # the name http.server calls
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                status, answer = api.patch(self.path, self.headers.get("Authorization", ""),
-                                           self.headers.get("Content-Type", ""), body)  # fmt: skip
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self.end_headers()
-                with contextlib.suppress(OSError):
-                    self.wfile.write(answer)
+                self._write(api.patch)
 
             def do_POST(self) -> None:  # the name http.server calls
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                status, answer = api.create_event(self.path, self.headers.get("Authorization", ""),
-                                                  self.headers.get("Content-Type", ""), body)  # fmt: skip
+                self._write(api.create_event)
+
+            def _write(self, handle: Callable[[str, str, str, bytes], tuple[int, bytes]]) -> None:
+                """A PATCH or POST: its body to ``handle``, whose JSON answer closes the connection."""
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, answer = handle(self.path, self.headers.get("Authorization", ""),
+                                        self.headers.get("Content-Type", ""), body)  # fmt: skip
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

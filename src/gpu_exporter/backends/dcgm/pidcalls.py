@@ -27,11 +27,10 @@ from gpu_exporter.backends.dcgm.pidvalues import (
     PidUtilization,
     RunningProcess,
 )
-from gpu_exporter.backends.dcgm.values import FE_GPU, INT64_BLANK, REFUSED_STATUSES, ST_OK
+from gpu_exporter.backends.dcgm.values import FE_GPU, INT64_BLANK, ST_OK
 
 log = logging.getLogger(__name__)
 
-_GROUP_EMPTY = 1  # DCGM_GROUP_EMPTY
 _BLOB = ord("b")  # DCGM_FT_BINARY
 _FUNCTIONS = ("dcgmWatchPidFields", "dcgmJobStartStats", "dcgmJobGetStats", "dcgmJobRemove", "dcgmGetValuesSince_v2")
 
@@ -79,6 +78,19 @@ class PidCalls:
     def _optional(self, function: str, *args: Any) -> Any:
         raise NotImplementedError
 
+    def watch(
+        self,
+        name: str,
+        entities: Sequence[tuple[int, int]],
+        field_ids: Sequence[int],
+        update_us: int,
+        keep_age_s: float,
+    ) -> dict[tuple[int, int], int]:
+        raise NotImplementedError
+
+    def unwatch(self, name: str) -> None:
+        raise NotImplementedError
+
     def watch_processes(self, name: str, gpu_ids: Sequence[int], update_us: int, keep_age_s: float) -> None:
         """An entity group ``name`` of these GPUs (refused ones left out) with the engine's pid
         watches on it (``dcgmWatchPidFields``), and a field group ``name`` of the pid lists and SM
@@ -87,29 +99,15 @@ class PidCalls:
         missing = [f for f in _FUNCTIONS if not hasattr(self._agent, f)]
         if missing:
             raise DcgmError(-6, f"the DCGM bindings have no {', '.join(missing)}")
-        group = self._call("dcgmGroupCreate", _GROUP_EMPTY, name.encode())
-        field_group = None
+        gpus = [(FE_GPU, int(gpu)) for gpu in gpu_ids]
+        if len(self.watch(name, gpus, list(PROCESS_FIELDS), update_us, keep_age_s)) == len(gpus):
+            raise DcgmError(-35, f"{name}: no GPU the engine would group")  # DCGM_ST_GROUP_IS_EMPTY
+        group, _ = self._groups[name]
         try:
-            added = 0
-            for gpu in gpu_ids:
-                try:
-                    self._call("dcgmGroupAddEntity", group, FE_GPU, int(gpu))
-                    added += 1
-                except DcgmError as err:
-                    if err.code not in REFUSED_STATUSES:
-                        raise
-            if not added:
-                raise DcgmError(-35, f"{name}: no GPU the engine would group")  # DCGM_ST_GROUP_IS_EMPTY
             self._call("dcgmWatchPidFields", group, int(update_us), float(keep_age_s), 0)
-            field_group = self._call("dcgmFieldGroupCreate", list(PROCESS_FIELDS), name.encode())
-            self._call("dcgmWatchFields", group, field_group, int(update_us), float(keep_age_s), 0)
         except DcgmError:
-            if field_group is not None:
-                self._optional("dcgmFieldGroupDestroy", field_group)
-            self._optional("dcgmGroupDestroy", group)
+            self.unwatch(name)
             raise
-        with self._lock:
-            self._groups[name] = (group, field_group)
 
     def process_samples(self, name: str, since_us: int) -> tuple[list[RunningProcess], dict[int, int], int]:
         """The pid list samples of ``name``'s GPUs since ``since_us`` (engine µs), the number of SM

@@ -352,13 +352,15 @@ def test_runbook_links_resolve() -> None:
 
 # --- every query on a real Prometheus ----------------------------------------------------------------------
 
-#: Host A: the 4-GPU scenario plus processes (gpu2 held while idle, gpu1 a saw-tooth), Xids, retired-page
-#: counters and a failing fan-speed call. The fake reads the last line of a repeated key.
+#: Host A: the 4-GPU scenario plus processes (gpu2 held while idle, gpu1 a saw-tooth; accounting mode on gpu0, so its
+#: allocation has a peak), Xids, retired-page counters and a failing fan-speed call. The fake reads the last line of a repeated key.
 HOST_A_EXTRA = """
 gpu0.process.0.pid = 4242
 gpu0.process.0.used_memory = 10737418240
 gpu0.process.0.sm_util = 61
 gpu0.process.0.mem_util = 20
+gpu0.accounting_mode = 1
+gpu0.process.0.max_memory = 12884901888
 gpu1.process.0.pid = 4343
 gpu1.process.0.used_memory = 21474837504
 gpu1.process.0.sm_util = 40

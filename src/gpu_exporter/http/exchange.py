@@ -341,8 +341,8 @@ async def _looks_like_tls(client: socket.socket, loop: asyncio.AbstractEventLoop
         try:
             first = client.recv(1, socket.MSG_PEEK)
         except BlockingIOError:
-            ready = loop.create_future()
-            loop.add_reader(client.fileno(), ready.set_result, None)
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(client.fileno(), _wake, ready)
             try:
                 await ready
             finally:
@@ -351,6 +351,13 @@ async def _looks_like_tls(client: socket.socket, loop: asyncio.AbstractEventLoop
         if not first:
             raise ConnectionResetError
         return first == b"\x16"
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    """A reader callback: the selector may report the socket again before the waiting task has run
+    and removed it, and a second result would be an error logged by the event loop."""
+    if not ready.done():
+        ready.set_result(None)
 
 
 def _san_allowed(writer: asyncio.StreamWriter, allowed: frozenset[str]) -> bool:

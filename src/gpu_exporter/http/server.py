@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpu_exporter.config import Settings
+from gpu_exporter.http.accepted import open_accepted
 from gpu_exporter.http.admission import Admission, Held, source
 from gpu_exporter.http.auth import Credentials
 from gpu_exporter.http.exchange import (
@@ -343,6 +344,7 @@ class Server(Exchange):
     async def _serve(self, connection: _Connection, client: socket.socket, address: Any) -> None:
         loop = asyncio.get_running_loop()
         peer = _peer(address)
+        owned: list[asyncio.Transport] = []  # the socket's own transport, once made: it closes the socket
         try:
             config = self.web.current()
             deadline = loop.time() + self.settings.header_timeout
@@ -354,8 +356,8 @@ class Server(Exchange):
                     return
                 reader = asyncio.StreamReader(limit=MAX_HEADER_BYTES * 2)
                 protocol = asyncio.StreamReaderProtocol(reader)
-                tls = {"ssl": config.tls, "ssl_handshake_timeout": self.settings.header_timeout} if config.tls else {}
-                transport, _ = await loop.connect_accepted_socket(lambda: protocol, client, **tls)  # type: ignore[arg-type]
+                transport = await open_accepted(loop, client, protocol, config.tls, self.settings.header_timeout,
+                                                owned.append)  # fmt: skip
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             connection.writer = writer
             if connection.closed:
@@ -378,6 +380,8 @@ class Server(Exchange):
         finally:
             if connection.writer is not None:
                 connection.writer.transport.abort()
+            if owned:  # never client.close() under a transport: see gpu_exporter.http.accepted
+                owned[0].abort()
             else:
                 client.close()
             self._discard(connection)

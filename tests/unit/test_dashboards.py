@@ -353,7 +353,8 @@ def test_runbook_links_resolve() -> None:
 # --- every query on a real Prometheus ----------------------------------------------------------------------
 
 #: Host A: the 4-GPU scenario plus processes (gpu2 held while idle, gpu1 a saw-tooth; accounting mode on gpu0, so its
-#: allocation has a peak), Xids, retired-page counters and a failing fan-speed call. The fake reads the last line of a repeated key.
+#: allocation has a peak), Xids, retired-page counters and a failing fan-speed call. The fake reads the last line
+#: of a repeated key.
 HOST_A_EXTRA = """
 gpu0.process.0.pid = 4242
 gpu0.process.0.used_memory = 10737418240

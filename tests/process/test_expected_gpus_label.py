@@ -6,8 +6,7 @@ invalid_label) and ignored."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.harness import samples, start
 from tests.kubeapi_server import NODE, KubeApi, api_node
+from tests.process.test_node_condition import _until
 from tests.webtls import make_certs
 
 LABEL = "gpu-exporter.io/expected-gpus"
@@ -32,16 +32,6 @@ def api(tmp_path: Path) -> Iterator[KubeApi]:
 
 def _label(api: KubeApi, value: str) -> None:
     api.nodes[NODE] = {**api.nodes[NODE], "metadata": {**api.nodes[NODE]["metadata"], "labels": {LABEL: value}}}
-
-
-def _until(what: Callable[[], Any], deadline_s: float = 30) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 def test_the_node_label_sets_the_expected_gpus_and_a_relabel_acts(

@@ -176,8 +176,8 @@ class HealthModel:
         listed = {device.identity.uuid for device in devices}
         for uuid in [uuid for uuid in self._memory if uuid not in listed]:  # forgotten GPUs: their memory too
             del self._memory[uuid]
-        gpus = tuple(_watched(self._gpu(device, events, wall), watch) if device.up else self._gpu(device, events, wall)
-                     for device in devices)  # fmt: skip
+        judged = (self._gpu(device, events, wall) for device in devices)
+        gpus = tuple(_watched(gpu, watch) if device.up else gpu for device, gpu in zip(devices, judged, strict=True))
         return Health(known, gpus, self._expected.current(), len(devices))
 
     def _gpu(self, device: DeviceView, events: Mapping[str, XidTally] | None, wall: float) -> GpuHealth:
